@@ -1,0 +1,39 @@
+"""Normalisation layers: PyTorch's LayerNorm and a from-scratch RMSNorm.
+
+Glossary: D d_model. Both normalise each token's D features on their own (no batch statistics,
+unlike BatchNorm), so they behave the same in training and inference and for any batch size.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import check_choice, check_positive_int
+
+NORMS = ("layer", "rms")
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight.
+
+    Unlike LayerNorm it neither subtracts the mean nor adds a bias. ``eps`` sits *inside* the square
+    root, as in the paper and ``torch.nn.RMSNorm``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        check_positive_int(d_model, "d_model")
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Compute the statistic in float32 so fp16/bf16 inputs do not overflow when squared.
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return normed.to(x.dtype) * self.weight
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """``"layer"`` -> ``nn.LayerNorm(d_model)``; ``"rms"`` -> ``RMSNorm(d_model)``."""
+    check_choice(kind, "norm", NORMS)
+    return nn.LayerNorm(d_model, eps=eps) if kind == "layer" else RMSNorm(d_model, eps=eps)

@@ -1,0 +1,176 @@
+"""Positional information: sinusoidal, learned, rotary (RoPE) and ALiBi.
+
+Glossary: B batch, T length, D d_model, H heads, Dh head dimension, T_q/T_k queries/keys.
+
+Sinusoidal and learned encodings are *added* to the token embeddings. RoPE *rotates* queries and keys
+inside attention. ALiBi adds a per-head distance penalty to the attention scores. Positions are plain
+integer tensors so that a KV cache can pass ``offset = cache length``.
+
+RoPE pairing convention: this library rotates **adjacent pairs** (x0, x1), (x2, x3), ... as in the
+original RoFormer paper. Many codebases (GPT-NeoX, Llama in Hugging Face) rotate the two *halves*
+(x_i, x_{i + Dh/2}) instead; both give scores that depend only on m - n, but their weights are not
+interchangeable without permuting the projection columns.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_tensor
+
+
+def _positions(positions, seq_len: int | None, offset: int, device) -> torch.Tensor:
+    if positions is None:
+        return torch.arange(offset, offset + seq_len, device=device)
+    check_tensor(positions, "positions", ndim=(1, 2))
+    if positions.is_floating_point():
+        raise TypeError(f"positions must be integer indices, got dtype {positions.dtype}")
+    return positions
+
+
+def sinusoidal_encoding(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """The paper's table: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same angle).
+
+    Args:
+        positions: (T,) or (B, T) integer positions.
+        d_model: D, must be even.
+
+    Returns:
+        (..., T, D) float32 encodings.
+    """
+    check_positive_int(d_model, "d_model")
+    if d_model % 2:
+        raise ValueError(f"sinusoidal encoding needs an even d_model (sin/cos pairs), got {d_model}")
+    # 10000^(-2i/D) computed as exp(-2i * ln(10000) / D): the same number, without a huge power.
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, device=positions.device) * (-math.log(10000.0) / d_model))
+    angles = positions.float()[..., None] * inv_freq  # (..., T) -> (..., T, D/2)
+    pe = torch.empty(*angles.shape[:-1], d_model, device=positions.device)
+    pe[..., 0::2] = torch.sin(angles)
+    pe[..., 1::2] = torch.cos(angles)
+    return pe
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sin/cos encodings, kept as a (non-trainable) buffer that grows on demand: any length works.
+
+    ``forward(seq_len, offset=0)`` or ``forward(positions=...)`` returns (T, D) or (B, T, D) encodings
+    to add to the embeddings.
+    """
+
+    def __init__(self, d_model: int, max_seq_len: int = 512):
+        super().__init__()
+        check_positive_int(max_seq_len, "max_seq_len")
+        self.d_model = d_model
+        self.register_buffer("table", sinusoidal_encoding(torch.arange(max_seq_len), d_model), persistent=False)
+
+    def forward(self, seq_len: int | None = None, offset: int = 0, positions: torch.Tensor | None = None):
+        pos = _positions(positions, seq_len, offset, self.table.device)
+        needed = int(pos.max()) + 1 if pos.numel() else 0
+        if needed > self.table.shape[0]:  # extend instead of failing: the formula works for any position
+            self.table = sinusoidal_encoding(torch.arange(needed, device=self.table.device), self.d_model)
+        return self.table[pos]
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """One trained vector per position (BERT, GPT-2). It has a hard limit: positions >= max_seq_len have
+    no vector, so such a model cannot run on longer inputs at all.
+    """
+
+    def __init__(self, max_seq_len: int, d_model: int):
+        super().__init__()
+        check_positive_int(max_seq_len, "max_seq_len")
+        self.max_seq_len = max_seq_len
+        self.emb = nn.Embedding(max_seq_len, d_model)
+        nn.init.normal_(self.emb.weight, std=0.02)
+
+    def forward(self, seq_len: int | None = None, offset: int = 0, positions: torch.Tensor | None = None):
+        pos = _positions(positions, seq_len, offset, self.emb.weight.device)
+        if pos.numel() and int(pos.max()) >= self.max_seq_len:
+            raise ValueError(
+                f"learned positional embedding covers positions 0..{self.max_seq_len - 1} "
+                f"(max_seq_len={self.max_seq_len}), got position {int(pos.max())}; "
+                "learned positions cannot extrapolate - use a shorter input or another scheme"
+            )
+        return self.emb(pos)
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE: rotate each adjacent pair (x_{2i}, x_{2i+1}) of a query/key by the angle pos * theta_i,
+    with theta_i = base^(-2i/Dh). The score q_m . k_n then depends on positions only through m - n.
+
+    Args:
+        d_head: Dh, must be even.
+        base: 10000 in the paper; larger bases rotate more slowly.
+        scale: position interpolation factor: positions are divided by ``scale`` so a model trained at
+            length L sees positions of a ``scale * L`` input inside its trained range.
+    """
+
+    def __init__(self, d_head: int, base: float = 10000.0, scale: float = 1.0):
+        super().__init__()
+        check_positive_int(d_head, "d_head")
+        if d_head % 2:
+            raise ValueError(f"RoPE rotates pairs of dimensions, so d_head must be even, got {d_head}")
+        if scale <= 0:
+            raise ValueError(f"RoPE scale must be > 0, got {scale}")
+        self.d_head, self.base, self.scale = d_head, base, scale
+        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)  # (Dh/2,)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """(T,) or (B, T) positions -> (..., T, Dh/2) rotation angles."""
+        return (positions.float() / self.scale)[..., None] * self.inv_freq
+
+    def forward(self, x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Rotate x of shape (B, H, T, Dh) (or (..., T, Dh)); positions are ``offset + arange(T)``
+        unless given as (T,) or (B, T)."""
+        check_tensor(x, "x", floating=True)
+        if x.dim() < 2 or x.shape[-1] != self.d_head:
+            raise ValueError(f"RoPE expects (..., T, Dh={self.d_head}), got {tuple(x.shape)}")
+        pos = _positions(positions, x.shape[-2], offset, x.device)
+        ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
+        if ang.dim() == 3 and x.dim() == 4:
+            ang = ang[:, None]  # (B, T, Dh/2) -> (B, 1, T, Dh/2), shared by all heads
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        x_pairs = x.unflatten(-1, (-1, 2))  # (..., T, Dh) -> (..., T, Dh/2, 2)
+        x0, x1 = x_pairs[..., 0], x_pairs[..., 1]
+        rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+        return rotated.flatten(-2)  # (..., T, Dh/2, 2) -> (..., T, Dh)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's per-head slopes: the geometric sequence 2^(-8/n), 2^(-16/n), ... for n a power of two.
+
+    For other head counts the paper takes the slopes of the closest smaller power of two, p, and fills
+    the remaining n - p heads with every other slope of 2p.
+    """
+    check_positive_int(n_heads, "n_heads")
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    p = 2 ** int(math.floor(math.log2(n_heads)))
+    slopes = power_of_two(p) + power_of_two(2 * p)[0::2][: n_heads - p]
+    return torch.tensor(slopes)
+
+
+def alibi_bias(n_heads: int, t_q: int, t_k: int | None = None, device=None) -> torch.Tensor:
+    """The additive ALiBi bias -slope_h * |i - j| for T_q queries over T_k keys.
+
+    Queries are the last T_q positions (aligned bottom-right like the causal mask, so a KV cache works).
+
+    Returns:
+        (1, H, T_q, T_k) float32 bias to add to the attention scores.
+    """
+    t_k = t_q if t_k is None else t_k
+    check_positive_int(t_q, "t_q")
+    check_positive_int(t_k, "t_k")
+    if t_k < t_q:
+        raise ValueError(f"alibi_bias needs t_k >= t_q (queries are the last t_q positions), got t_q={t_q}, t_k={t_k}")
+    q_pos = torch.arange(t_k - t_q, t_k, device=device)[:, None]
+    k_pos = torch.arange(t_k, device=device)[None, :]
+    distance = (q_pos - k_pos).abs().float()  # (T_q, T_k)
+    bias = -alibi_slopes(n_heads).to(device)[:, None, None] * distance  # (H, T_q, T_k)
+    return bias[None]  # (H, T_q, T_k) -> (1, H, T_q, T_k)
