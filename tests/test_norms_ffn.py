@@ -1,0 +1,69 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.testing import assert_close
+
+from minitfm import FeedForward, RMSNorm, SwiGLU, make_ffn, make_norm, swiglu_hidden_size
+
+
+def test_rmsnorm_matches_torch():
+    ours, ref = RMSNorm(16, eps=1e-6), nn.RMSNorm(16, eps=1e-6)
+    with torch.no_grad():
+        ours.weight.uniform_()
+        ref.weight.copy_(ours.weight)
+    x = torch.randn(3, 5, 16) * 4
+    assert_close(ours(x), ref(x))
+
+
+def test_rmsnorm_eps_is_inside_the_square_root():
+    x = torch.zeros(1, 4)
+    x[0, 0] = 1e-3
+    # mean(x^2) = 2.5e-7; with eps=1e-6 inside the root: 1e-3 / sqrt(1.25e-6)
+    assert_close(RMSNorm(4, eps=1e-6)(x)[0, 0], torch.tensor(1e-3 / (1.25e-6) ** 0.5))
+
+
+def test_make_norm_choices():
+    assert isinstance(make_norm("layer", 8), nn.LayerNorm)
+    assert isinstance(make_norm("rms", 8), RMSNorm)
+    with pytest.raises(ValueError, match="norm must be one of 'layer', 'rms'; got 'batch'"):
+        make_norm("batch", 8)
+
+
+@pytest.mark.parametrize("activation,approximate", [("gelu", "none"), ("gelu_tanh", "tanh")])
+def test_gelu_variants_match_torch(activation, approximate):
+    ffn = FeedForward(8, activation=activation)
+    x = torch.randn(2, 3, 8)
+    expected = ffn.down_proj(F.gelu(ffn.up_proj(x), approximate=approximate))
+    assert_close(ffn(x), expected)
+
+
+def test_relu_ffn_is_the_paper_formula():
+    ffn = FeedForward(8)
+    x = torch.randn(2, 3, 8)
+    w1, b1, w2, b2 = ffn.up_proj.weight, ffn.up_proj.bias, ffn.down_proj.weight, ffn.down_proj.bias
+    assert_close(ffn(x), torch.clamp(x @ w1.T + b1, min=0) @ w2.T + b2)
+    assert ffn.up_proj.out_features == 32
+
+
+def test_swiglu_matches_its_formula():
+    ffn = SwiGLU(12)
+    x = torch.randn(2, 3, 12)
+    gate, up, down = ffn.gate_proj.weight, ffn.up_proj.weight, ffn.down_proj.weight
+    assert_close(ffn(x), (F.silu(x @ gate.T) * (x @ up.T)) @ down.T)
+
+
+@pytest.mark.parametrize("d_model", [48, 96, 384])
+def test_swiglu_default_size_keeps_the_parameter_count_of_a_4x_mlp(d_model):
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert swiglu_hidden_size(d_model) == 8 * d_model // 3  # these sizes divide exactly
+    assert count(SwiGLU(d_model)) == count(FeedForward(d_model, bias=False))
+
+
+def test_make_ffn_and_errors():
+    assert isinstance(make_ffn("swiglu", 12), SwiGLU)
+    assert make_ffn("gelu", 12).activation == "gelu"
+    with pytest.raises(ValueError, match="ffn must be one of .*'swiglu'; got 'silu'"):
+        make_ffn("silu", 12)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 2"):
+        FeedForward(8, dropout=2)

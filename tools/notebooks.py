@@ -1,0 +1,113 @@
+"""Maintain the book's notebooks.
+
+    python tools/notebooks.py sync               # write the standard set-up cell into every notebook
+    python tools/notebooks.py check              # exit 1 if a notebook's set-up cell is out of date
+    python tools/notebooks.py execute [NB ...]   # re-execute notebooks in place (all by default)
+
+The set-up cell installs minitfm from the repository when it is not importable (Colab) and does nothing
+elsewhere. The repository URL comes from one place: ``repository.url`` in ``_config.yml``.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+SETUP_MARKER = "# minitfm set-up"
+
+
+def repository_url() -> str:
+    """The repository URL from _config.yml (read with a regex to need nothing beyond the stdlib)."""
+    text = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    match = re.search(r"^repository:\s*\n(?:[ \t]+.*\n)*?[ \t]+url:\s*(\S+)", text, flags=re.M)
+    if not match:
+        raise SystemExit("_config.yml has no repository.url")
+    return match.group(1).strip("'\"")
+
+
+def setup_source() -> str:
+    return (
+        f"{SETUP_MARKER}: install the library when it is missing (Colab); does nothing elsewhere.\n"
+        "import importlib.util, sys\n"
+        'if importlib.util.find_spec("minitfm") is None:\n'
+        f'    %pip install -q "minitfm @ git+{repository_url()}"\n'
+        'if "google.colab" in sys.modules:  # Colab needs this to show ipywidgets 8 sliders\n'
+        "    from google.colab import output\n"
+        "    output.enable_custom_widget_manager()"
+    )
+
+
+def all_notebooks() -> list[Path]:
+    return sorted(p for p in NOTEBOOKS.glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def first_code_cell(nb):
+    return next((c for c in nb.cells if c.cell_type == "code"), None)
+
+
+def sync(paths: list[Path]) -> int:
+    source = setup_source()
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        cell = first_code_cell(nb)
+        if cell is not None and cell.source.startswith(SETUP_MARKER):
+            if cell.source == source:
+                continue
+            cell.source = source
+        else:
+            index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+            new = nbformat.v4.new_code_cell(source)
+            new.pop("id", None)
+            nb.cells.insert(index, new)
+        nbformat.validator.normalize(nb)
+        nbformat.write(nb, path)
+        print(f"updated set-up cell: {path.relative_to(ROOT)}")
+    return 0
+
+
+def check(paths: list[Path]) -> int:
+    source, bad = setup_source(), []
+    for path in paths:
+        cell = first_code_cell(nbformat.read(path, as_version=4))
+        if cell is None or cell.source != source:
+            bad.append(str(path.relative_to(ROOT)))
+    if bad:
+        print("set-up cell missing or out of date (run `python tools/notebooks.py sync`):", *bad, sep="\n  ")
+        return 1
+    print(f"{len(paths)} notebooks have the current set-up cell")
+    return 0
+
+
+def execute(paths: list[Path], timeout: int = 600) -> int:
+    from nbclient import NotebookClient
+
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        start = time.perf_counter()
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        elapsed = time.perf_counter() - start
+        for cell in nb.cells:  # keep diffs small: execution timestamps change every run
+            cell.get("metadata", {}).pop("execution", None)
+        nbformat.write(nb, path)
+        print(f"{path.relative_to(ROOT)}: executed in {elapsed:.1f} s")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("sync", "check", "execute"))
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in notebooks/")
+    args = parser.parse_args(argv)
+    paths = [p.resolve() for p in args.notebooks] or all_notebooks()
+    return {"sync": sync, "check": check, "execute": execute}[args.command](paths)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
