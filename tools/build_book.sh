@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build the minitfm book into _build/html (open _build/html/index.html afterwards).
+#
+#   bash tools/build_book.sh            # incremental build
+#   bash tools/build_book.sh --all      # rebuild every page
+#
+# 1. Browser assets the site serves itself (no CDN): MathJax, RequireJS, the Jupyter widgets'
+#    HTML manager.  Exact versions are pinned in tools/site/package-lock.json and installed with
+#    `npm ci` (skipped when tools/site/node_modules already matches the lock file), then staged
+#    into _build/site_assets/_assets/, which Sphinx copies into the site as _assets/.
+# 2. `jupyter-book build . -W --keep-going`: any warning (broken cross-reference, missing image,
+#    notebook with an error output, missing asset) fails the build, after reporting them all.
+#    Notebooks are not executed (they are committed executed and checked by pytest/nbval).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+SITE="tools/site"
+MODULES="$SITE/node_modules"
+STAMP="$MODULES/.minitfm-package-lock.sha256"
+STAGE="_build/site_assets/_assets"
+
+command -v npm >/dev/null || { echo "build_book.sh: npm (Node.js 18+) is needed to fetch MathJax and the widget manager" >&2; exit 1; }
+command -v jupyter-book >/dev/null || { echo "build_book.sh: jupyter-book not found; run: pip install -r requirements.txt" >&2; exit 1; }
+
+lock_sum="$(sha256sum "$SITE/package-lock.json" | cut -d' ' -f1)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$lock_sum" ]]; then
+  echo "build_book.sh: browser assets already installed ($MODULES)"
+else
+  echo "build_book.sh: npm ci in $SITE"
+  (cd "$SITE" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+  echo "$lock_sum" > "$STAMP"
+fi
+
+# Stage only what pages load (about 10 MB): the MathJax component and the pieces it loads on
+# demand (TeX extensions, CHTML fonts, menu, accessibility), RequireJS, the widgets' embed bundle
+# and the icon fonts its CSS refers to.
+rm -rf "_build/site_assets"
+mkdir -p "$STAGE/mathjax/output" "$STAGE/widgets"
+MJ="$MODULES/mathjax/es5"
+cp "$MJ/tex-mml-chtml.js" "$MJ/startup.js" "$MJ/loader.js" "$MJ/core.js" "$STAGE/mathjax/"
+cp -r "$MJ/input" "$MJ/a11y" "$MJ/ui" "$MJ/adaptors" "$MJ/sre" "$STAGE/mathjax/"
+cp -r "$MJ/output/chtml" "$MJ/output/chtml.js" "$STAGE/mathjax/output/"
+cp "$MODULES/mathjax/LICENSE" "$STAGE/mathjax/LICENSE"
+cp "$MODULES/requirejs/require.js" "$STAGE/widgets/require.js"
+HM="$MODULES/@jupyter-widgets/html-manager/dist"
+cp "$HM/embed-amd.js" "$STAGE/widgets/"
+cp "$HM"/*.woff2 "$HM"/*.woff "$HM"/*.ttf "$HM"/*.eot "$HM"/*.svg "$STAGE/widgets/"
+cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/dev/null || true
+
+start=$SECONDS
+jupyter-book build . -W --keep-going "$@"
+echo "build_book.sh: built _build/html in $((SECONDS - start)) s ($(du -sh _build/html | cut -f1)); open _build/html/index.html"
