@@ -1,0 +1,257 @@
+"""Whole models: the encoder-decoder Transformer of the paper and a decoder-only language model.
+
+Glossary: B batch, S source length, T new target tokens, P tokens already in the KV cache,
+T_k = P + T keys seen by self-attention, D d_model, H heads, V vocab_size, L layers.
+
+Both models share one embedding recipe: token vectors scaled by sqrt(D) (the paper's choice: the
+embedding is initialised with std 1/sqrt(D), so the scaled vectors have unit size like the
+sinusoidal encodings added to them), plus additive positions for ``pos="sinusoidal"|"learned"``;
+RoPE rotates queries/keys inside attention and ALiBi biases the scores instead.
+
+KV cache: pass ``caches=model.new_caches(B, max_len)`` and feed the tokens step by step (or a prompt
+first). Positions then start at the cache length P; the causal mask is ``causal_mask(T, P + T)`` and
+the ALiBi bias ``alibi_bias(H, T, P + T)``, both aligned bottom-right.
+
+Padded prompts (decoder-only): pad on the **left** and pass ``key_mask`` (B, P + T), ``True`` for real
+tokens, covering cached tokens too. Padding keys are then hidden and positions count real tokens only
+(``cumsum(key_mask) - 1``), so a padded row computes what the unpadded prompt would. ALiBi measures
+distances in columns, which left padding leaves unchanged between real tokens.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ._checks import check_tensor
+from .blocks import DecoderBlock, EncoderBlock, LayerCache
+from .cache import KVCache
+from .config import ModelConfig
+from .masks import causal_mask, padding_mask
+from .norms import make_norm
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
+
+
+@dataclass
+class Intermediates:
+    """What a forward pass saw, ready to plot. Attention lists hold one (B, H, T_q, T_k) tensor per
+    layer; hidden lists hold the embeddings then the output of every block, each (B, T, D)."""
+
+    encoder_self: list = field(default_factory=list)  # L_enc x (B, H, S, S)
+    decoder_self: list = field(default_factory=list)  # L_dec x (B, H, T, P + T)
+    cross: list = field(default_factory=list)  # L_dec x (B, H, T, S)
+    encoder_hidden: list = field(default_factory=list)  # (L_enc + 1) x (B, S, D)
+    decoder_hidden: list = field(default_factory=list)  # (L_dec + 1) x (B, T, D)
+
+
+class _Transformer(nn.Module):
+    """Embeddings, positions, output head and cache helpers shared by both models."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+        self.config = c = config.resolved()
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = None
+        if c.pos == "learned":
+            self.pos_emb = LearnedPositionalEmbedding(c.max_seq_len, c.d_model)
+        elif c.pos == "sinusoidal":
+            self.pos_emb = SinusoidalPositionalEncoding(c.d_model, c.max_seq_len)
+        self.rope = RotaryEmbedding(c.d_head, c.rope_base, c.rope_scale) if c.pos == "rope" else None
+        self.emb_dropout = nn.Dropout(c.dropout)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        nn.init.normal_(self.tok_emb.weight, std=self.config.d_model ** -0.5)
+        if self.config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight  # one (V, D) matrix reads and writes tokens
+
+    def _final_norm(self) -> nn.Module:
+        c = self.config
+        return make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.norm_first else nn.Identity()
+
+    def check_tokens(self, tokens: torch.Tensor, name: str, past: int = 0) -> None:
+        check_tensor(tokens, name, ndim=2)
+        if tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+        if tokens.numel() == 0:
+            raise ValueError(f"{name} is empty: got shape {tuple(tokens.shape)}, need (B >= 1, T >= 1)")
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= self.config.vocab_size:
+            raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), got min {low}, max {high}")
+        if past + tokens.shape[1] > self.config.max_seq_len:
+            raise ValueError(
+                f"{name}: {past} cached + {tokens.shape[1]} new tokens exceed max_seq_len={self.config.max_seq_len}"
+            )
+
+    def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """(B, T) ids and (T,) or (B, T) positions -> (B, T, D) scaled embeddings (+ positions)."""
+        x = self.tok_emb(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
+        return self.emb_dropout(x)
+
+    def alibi(self, t_q: int, t_k: int) -> torch.Tensor | None:
+        """(1, H, T_q, T_k) ALiBi bias, or None for other positional schemes."""
+        if self.config.pos != "alibi":
+            return None
+        return alibi_bias(self.config.n_heads, t_q, t_k, device=self.tok_emb.weight.device)
+
+    def _new_cache(self, cls, batch_size: int, length: int, dtype, device) -> KVCache:
+        c = self.config
+        dtype = self.tok_emb.weight.dtype if dtype is None else dtype
+        device = self.tok_emb.weight.device if device is None else device
+        return cls(batch_size, c.n_kv_heads, length, c.d_head, dtype=dtype, device=device)
+
+    def _check_caches(self, caches, n_layers: int, cross: bool) -> int:
+        """Validate ``caches`` and return P, the number of tokens already cached."""
+        if caches is None:
+            return 0
+        if len(caches) != n_layers or not all(isinstance(c, LayerCache) for c in caches):
+            raise ValueError(f"caches must be a list of {n_layers} LayerCache (use model.new_caches), got {caches!r:.80}")
+        if cross and any(c.cross_attn is None for c in caches):
+            raise ValueError("the encoder-decoder decoder needs cross-attention caches; use model.new_caches")
+        return caches[0].length
+
+
+class DecoderOnlyLM(_Transformer):
+    """A GPT-style language model: ``n_layers`` causal DecoderBlocks without cross-attention.
+
+    ``forward(tokens (B, T), *, caches, positions, key_mask, return_intermediates)`` returns logits
+    (B, T, V), or ``(logits, Intermediates)``. ``positions`` (T,) or (B, T) overrides the default
+    (P + arange(T), or counted from ``key_mask``); ``key_mask`` (B, P + T) bool, ``True`` = real token.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList(DecoderBlock(self.config, cross_attention=False)
+                                    for _ in range(self.config.n_layers))
+        self.final_norm = self._final_norm()
+        self._init_weights()
+
+    def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, dtype=None, device=None):
+        """One :class:`LayerCache` per layer, each holding up to ``max_seq_len`` tokens."""
+        return [LayerCache(self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device))
+                for _ in self.layers]
+
+    def _positions(self, key_mask, past: int, t: int, batch: int, device) -> torch.Tensor:
+        if key_mask is None:
+            return torch.arange(past, past + t, device=device)  # (T,)
+        check_tensor(key_mask, "key_mask", ndim=2)
+        if key_mask.dtype != torch.bool or key_mask.shape != (batch, past + t):
+            raise ValueError(f"key_mask must be bool (B, P + T) = ({batch}, {past + t}) with True = real token, "
+                             f"got {key_mask.dtype} {tuple(key_mask.shape)}")
+        counted = (key_mask.long().cumsum(dim=-1) - 1).clamp(min=0)  # (B, P + T): index among real tokens
+        return counted[:, past:]  # (B, P + T) -> (B, T)
+
+    def forward(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None,
+                return_intermediates: bool = False):
+        past = self._check_caches(caches, len(self.layers), cross=False)
+        self.check_tokens(tokens, "tokens", past)
+        b, t = tokens.shape
+        auto_positions = self._positions(key_mask, past, t, b, tokens.device)
+        positions = auto_positions if positions is None else positions
+        mask = causal_mask(t, past + t, device=tokens.device)  # (1, T, P + T)
+        if key_mask is not None:
+            mask = mask & key_mask[:, None, None, :]  # (1, T, P + T) & (B, 1, 1, P + T) -> (B, 1, T, P + T)
+        bias = self.alibi(t, past + t)
+        x = self.embed(tokens, positions)
+        inter = Intermediates(decoder_hidden=[x]) if return_intermediates else None
+        for i, layer in enumerate(self.layers):
+            x, weights, _ = layer(x, mask=mask, bias=bias, rope=self.rope, positions=positions,
+                                  cache=None if caches is None else caches[i], need_weights=return_intermediates)
+            if inter is not None:
+                inter.decoder_self.append(weights)
+                inter.decoder_hidden.append(x)
+        logits = self.lm_head(self.final_norm(x))  # (B, T, D) -> (B, T, V)
+        return (logits, inter) if return_intermediates else logits
+
+
+class EncoderDecoder(_Transformer):
+    """The Transformer of "Attention Is All You Need": an encoder over the source, a decoder that attends
+    to its own past (causally) and to the encoder output (cross-attention). One embedding table serves
+    source, target and (with ``tie_embeddings``) the output head.
+
+    ``encode(src (B, S)) -> (memory (B, S, D), src_mask (B, 1, 1, S))``;
+    ``decode(tgt_in (B, T), memory, src_mask, *, caches, positions, return_intermediates)`` -> logits (B, T, V);
+    ``forward(src, tgt_in, *, return_intermediates)`` does both.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        c = self.config
+        self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderBlock(c, cross_attention=True) for _ in range(c.n_decoder_layers))
+        self.encoder_norm = self._final_norm()
+        self.final_norm = self._final_norm()
+        self._init_weights()
+
+    def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, memory_len=None,
+                   dtype=None, device=None):
+        """One :class:`LayerCache` per decoder layer: self-attention for ``max_seq_len`` target tokens and
+        cross-attention for ``memory_len`` source tokens (default ``config.max_seq_len``)."""
+        memory_len = self.config.max_seq_len if memory_len is None else memory_len
+        return [LayerCache(self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device),
+                           self._new_cache(cache_cls, batch_size, memory_len, dtype, device))
+                for _ in self.decoder]
+
+    def _encode(self, src: torch.Tensor, inter: Intermediates | None):
+        self.check_tokens(src, "src")
+        s = src.shape[1]
+        src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        positions = torch.arange(s, device=src.device)
+        x = self.embed(src, positions)
+        bias = self.alibi(s, s)
+        if inter is not None:
+            inter.encoder_hidden.append(x)
+        for layer in self.encoder:
+            x, weights = layer(x, mask=src_mask, bias=bias, rope=self.rope, positions=positions,
+                               need_weights=inter is not None)
+            if inter is not None:
+                inter.encoder_self.append(weights)
+                inter.encoder_hidden.append(x)
+        return self.encoder_norm(x), src_mask
+
+    def encode(self, src: torch.Tensor):
+        """(B, S) source ids -> memory (B, S, D) and the padding mask (B, 1, 1, S) of the source."""
+        return self._encode(src, None)
+
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, *, caches=None,
+               positions=None, return_intermediates: bool = False, _inter: Intermediates | None = None):
+        past = self._check_caches(caches, len(self.decoder), cross=True)
+        self.check_tokens(tgt_in, "tgt_in", past)
+        check_tensor(memory, "memory", ndim=3, floating=True)
+        if memory.shape[0] != tgt_in.shape[0]:
+            raise ValueError(f"memory batch {memory.shape[0]} != tgt_in batch {tgt_in.shape[0]}")
+        t = tgt_in.shape[1]
+        positions = torch.arange(past, past + t, device=tgt_in.device) if positions is None else positions
+        mask = causal_mask(t, past + t, device=tgt_in.device)  # (1, T, P + T)
+        bias = self.alibi(t, past + t)
+        x = self.embed(tgt_in, positions)
+        inter = _inter if _inter is not None else (Intermediates() if return_intermediates else None)
+        if inter is not None:
+            inter.decoder_hidden.append(x)
+        for i, layer in enumerate(self.decoder):
+            x, self_w, cross_w = layer(x, memory, mask=mask, bias=bias, memory_mask=src_mask, rope=self.rope,
+                                       positions=positions, cache=None if caches is None else caches[i],
+                                       need_weights=inter is not None)
+            if inter is not None:
+                inter.decoder_self.append(self_w)
+                inter.cross.append(cross_w)
+                inter.decoder_hidden.append(x)
+        logits = self.lm_head(self.final_norm(x))  # (B, T, D) -> (B, T, V)
+        return (logits, inter) if inter is not None else logits
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, *, return_intermediates: bool = False):
+        """(B, S) source and (B, T) decoder input -> logits (B, T, V) (and Intermediates on request)."""
+        inter = Intermediates() if return_intermediates else None
+        memory, src_mask = self._encode(src, inter)
+        return self.decode(tgt_in, memory, src_mask, _inter=inter)

@@ -1,0 +1,52 @@
+import dataclasses
+
+import pytest
+
+from minitfm.config import ModelConfig
+
+
+def test_resolved_fills_defaults_and_is_idempotent():
+    cfg = ModelConfig(d_model=48, n_heads=4, n_layers=3)
+    r = cfg.resolved()
+    assert (r.d_ff, r.n_kv_heads, r.n_encoder_layers, r.n_decoder_layers) == (192, 4, 3, 3)
+    assert r.resolved() == r and cfg.d_ff is None
+    assert ModelConfig(d_model=48, n_heads=4, ffn="swiglu").resolved().d_ff == 128  # 8/3 * 48
+
+
+def test_replace_keeps_defaults_in_step_with_the_width():
+    cfg = dataclasses.replace(ModelConfig(d_model=32), d_model=64)
+    assert cfg.resolved().d_ff == 256 and cfg.d_head == 16
+
+
+def test_dict_round_trip():
+    cfg = ModelConfig.small_lm(vocab_size=100)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown ModelConfig fields"):
+        ModelConfig.from_dict({**cfg.to_dict(), "colour": "red"})
+
+
+def test_presets_are_valid_and_overridable():
+    assert ModelConfig.tiny(pos="rope").pos == "rope"
+    assert ModelConfig.copy_task().vocab_size == 13
+    assert ModelConfig.small_lm(vocab_size=50).vocab_size == 50
+
+
+@pytest.mark.parametrize("kwargs,kind,match", [
+    (dict(d_model=30, n_heads=4), ValueError, r"d_model=30, n_heads=4"),
+    (dict(n_heads=4, n_kv_heads=3), ValueError, "divisible by n_kv_heads"),
+    (dict(norm="batch"), ValueError, "norm must be one of"),
+    (dict(pos="relative"), ValueError, "pos must be one of"),
+    (dict(ffn="tanh"), ValueError, "ffn must be one of"),
+    (dict(attn_impl="flash"), ValueError, "attn_impl must be one of"),
+    (dict(dropout=1.0), ValueError, r"dropout must be in \[0, 1\)"),
+    (dict(d_model=32.0), TypeError, "d_model must be an int"),
+    (dict(n_layers=0), ValueError, "n_layers must be >= 1"),
+    (dict(norm_first="yes"), TypeError, "norm_first must be a bool"),
+    (dict(rope_scale=0), ValueError, "rope_scale must be a number > 0"),
+    (dict(pad_id=16), ValueError, r"pad_id must be an int in \[0, vocab_size=16\)"),
+    (dict(bos_id=0), ValueError, "three different ids"),
+    (dict(d_model=12, n_heads=4, pos="rope"), ValueError, "d_head .* must be even"),
+])
+def test_inconsistent_configs_raise(kwargs, kind, match):
+    with pytest.raises(kind, match=match):
+        ModelConfig(**kwargs)

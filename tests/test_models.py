@@ -1,0 +1,166 @@
+import pytest
+import torch
+from torch.testing import assert_close
+
+from minitfm.cache import ConcatKVCache, KVCache
+from minitfm.config import POSITIONS, ModelConfig
+from minitfm.models import DecoderOnlyLM, EncoderDecoder, Intermediates
+
+VARIANTS = [(pos, norm_first, kv) for pos in POSITIONS for norm_first in (True, False) for kv in (4, 2)]
+
+
+def config(pos="sinusoidal", norm_first=True, n_kv_heads=4, **kw):
+    base = dict(vocab_size=20, d_model=32, n_heads=4, n_kv_heads=n_kv_heads, d_ff=48, n_layers=2,
+                max_seq_len=24, pos=pos, norm_first=norm_first)
+    return ModelConfig(**{**base, **kw})
+
+
+def tokens(b, t, low=3, high=20):
+    return torch.randint(low, high, (b, t))
+
+
+@pytest.mark.parametrize("pos,norm_first,kv", VARIANTS)
+def test_decoder_only_cached_equals_full_recompute(pos, norm_first, kv):
+    model = DecoderOnlyLM(config(pos, norm_first, kv, norm="rms", ffn="swiglu")).eval()
+    x = tokens(2, 9)
+    full = model(x)
+    caches = model.new_caches(2, 9)
+    steps = [model(x[:, :4], caches=caches)]  # prefill a 4-token prompt, then one token per step
+    steps += [model(x[:, i:i + 1], caches=caches) for i in range(4, 9)]
+    assert caches[0].length == 9
+    assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("pos,norm_first,kv", VARIANTS)
+def test_encoder_decoder_cached_equals_full_recompute(pos, norm_first, kv):
+    model = EncoderDecoder(config(pos, norm_first, kv)).eval()
+    src, tgt = tokens(2, 7), tokens(2, 6)
+    src[1, 5:] = model.config.pad_id  # a padded source row
+    full = model(src, tgt)
+    memory, src_mask = model.encode(src)
+    caches = model.new_caches(2, 6, memory_len=7)
+    steps = [model.decode(tgt[:, i:i + 1], memory, src_mask, caches=caches) for i in range(6)]
+    assert caches[0].cross_attn.length == 7  # filled once, not appended to
+    assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-4)
+
+
+def test_concat_cache_gives_the_same_logits():
+    model = DecoderOnlyLM(config("rope")).eval()
+    x = tokens(1, 6)
+    caches = model.new_caches(1, 6, cache_cls=ConcatKVCache)
+    steps = [model(x[:, i:i + 1], caches=caches) for i in range(6)]
+    assert isinstance(caches[0].self_attn, ConcatKVCache)
+    assert_close(torch.cat(steps, dim=1), model(x), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_left_padded_prompts_match_unpadded_rows_cached_and_uncached(pos):
+    model = DecoderOnlyLM(config(pos, n_kv_heads=2)).eval()
+    pad = model.config.pad_id
+    rows = [tokens(1, 6)[0], tokens(1, 3)[0]]
+    batch = torch.full((2, 6), pad)
+    batch[0], batch[1, 3:] = rows[0], rows[1]  # left padding: row 1 starts with 3 pads
+    key_mask = batch != pad
+    full = model(batch, key_mask=key_mask)
+    # one extra token after the prompt, through the cache
+    nxt = tokens(2, 1)
+    caches = model.new_caches(2, 7)
+    model(batch, caches=caches, key_mask=key_mask)
+    step = model(nxt, caches=caches, key_mask=torch.cat([key_mask, torch.ones(2, 1, dtype=torch.bool)], 1))
+    for i, row in enumerate(rows):
+        alone = model(torch.cat([row, nxt[i]])[None])  # (1, n + 1, V)
+        n = len(row)
+        assert_close(full[i, 6 - n:], alone[0, :n], atol=1e-5, rtol=1e-4)
+        assert_close(step[i, 0], alone[0, n], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope", "alibi"])
+def test_decoder_only_is_causal(pos):
+    model = DecoderOnlyLM(config(pos)).eval()
+    x = tokens(2, 8)
+    y = x.clone()
+    y[:, 5:] = tokens(2, 3)  # change the future only
+    assert_close(model(x)[:, :5], model(y)[:, :5])
+    assert not torch.allclose(model(x)[:, 5:], model(y)[:, 5:])
+
+
+def test_encoder_decoder_decoder_is_causal_and_reads_the_source():
+    model = EncoderDecoder(config()).eval()
+    src, tgt = tokens(2, 5), tokens(2, 7)
+    changed = tgt.clone()
+    changed[:, 4:] = tokens(2, 3)
+    assert_close(model(src, tgt)[:, :4], model(src, changed)[:, :4])
+    other_src = src.clone()
+    other_src[:, 0] = (src[:, 0] - 3 + 1) % 17 + 3
+    assert not torch.allclose(model(src, tgt), model(other_src, tgt))
+
+
+def test_source_padding_is_ignored():
+    model = EncoderDecoder(config()).eval()
+    src, tgt = tokens(1, 4), tokens(1, 5)
+    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    assert_close(model(src, tgt), model(padded, tgt), atol=1e-5, rtol=1e-4)
+
+
+def test_intermediates_hold_every_layer_and_kind():
+    model = EncoderDecoder(config(n_encoder_layers=3, n_decoder_layers=2)).eval()
+    logits, inter = model(tokens(2, 7), tokens(2, 5), return_intermediates=True)
+    assert isinstance(inter, Intermediates) and logits.shape == (2, 5, 20)
+    assert [w.shape for w in inter.encoder_self] == [(2, 4, 7, 7)] * 3
+    assert [w.shape for w in inter.decoder_self] == [(2, 4, 5, 5)] * 2
+    assert [w.shape for w in inter.cross] == [(2, 4, 5, 7)] * 2
+    assert len(inter.encoder_hidden) == 4 and len(inter.decoder_hidden) == 3
+    assert_close(inter.cross[0].sum(-1), torch.ones(2, 4, 5))
+    assert torch.all(inter.decoder_self[0].triu(1) == 0)  # nothing from the future
+    lm_logits, lm_inter = DecoderOnlyLM(config()).eval()(tokens(2, 5), return_intermediates=True)
+    assert len(lm_inter.decoder_self) == 2 and lm_inter.cross == [] and lm_inter.encoder_self == []
+
+
+def test_intermediates_do_not_change_logits_with_fused_attention():
+    model = DecoderOnlyLM(config(attn_impl="fused")).eval()
+    x = tokens(2, 6)
+    assert_close(model(x, return_intermediates=True)[0], model(x), atol=1e-5, rtol=1e-4)
+
+
+def test_tied_embeddings_share_one_matrix():
+    tied, untied = DecoderOnlyLM(config()), DecoderOnlyLM(config(tie_embeddings=False))
+    assert tied.lm_head.weight is tied.tok_emb.weight
+    n_tied = sum(p.numel() for p in tied.parameters())
+    assert sum(p.numel() for p in untied.parameters()) - n_tied == 20 * 32
+
+
+def test_new_caches_shapes():
+    model = EncoderDecoder(config(n_kv_heads=2))
+    caches = model.new_caches(3, 10, memory_len=5)
+    assert len(caches) == 2 and isinstance(caches[0].self_attn, KVCache)
+    assert caches[0].self_attn.k.shape == (3, 2, 10, 8) and caches[0].cross_attn.k.shape == (3, 2, 5, 8)
+
+
+@pytest.mark.parametrize("bad,kind,match", [
+    (torch.tensor([[3, 20]]), ValueError, r"vocab_size=20"),
+    (torch.tensor([[3, -1]]), ValueError, r"min -1"),
+    (torch.zeros(0, 4, dtype=torch.long), ValueError, "empty"),
+    (torch.randint(3, 20, (1, 25)), ValueError, "max_seq_len=24"),
+    (torch.ones(1, 3), TypeError, "integer token ids"),
+])
+def test_bad_tokens_raise_clear_errors(bad, kind, match):
+    with pytest.raises(kind, match=match):
+        DecoderOnlyLM(config())(bad)
+    with pytest.raises(kind, match=match):
+        EncoderDecoder(config())(bad, torch.tensor([[3]]) if bad.shape[0] else bad)
+
+
+def test_cache_overflow_and_wrong_caches_raise():
+    model = DecoderOnlyLM(config())
+    caches = model.new_caches(1, 30)
+    model(tokens(1, 20), caches=caches)
+    with pytest.raises(ValueError, match="20 cached \\+ 5 new tokens exceed max_seq_len=24"):
+        model(tokens(1, 5), caches=caches)
+    with pytest.raises(ValueError, match="list of 2 LayerCache"):
+        model(tokens(1, 2), caches=caches[:1])
+    with pytest.raises(ValueError, match="key_mask must be bool"):
+        model(tokens(1, 2), key_mask=torch.ones(1, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="cross-attention caches"):
+        ed = EncoderDecoder(config())
+        memory, src_mask = ed.encode(tokens(1, 3))
+        ed.decode(tokens(1, 1), memory, src_mask, caches=model.new_caches(1, 4))
