@@ -24,6 +24,7 @@ from .positional import RotaryEmbedding, sinusoidal_encoding
 
 KIND_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
                "cross": "cross-attention", "self": "self-attention"}
+INTERMEDIATE_KINDS = ("encoder_self", "decoder_self", "cross")
 MASK_KINDS = ("padding", "causal", "both")
 POSITIONAL_SCHEMES = ("sinusoidal", "learned", "rope")
 
@@ -52,11 +53,11 @@ def check_labels(labels, n: int, name: str) -> list[str]:
 def attention_maps(source) -> dict[str, list[torch.Tensor]]:
     """Normalise attention weights to ``{kind: [(B, H, T_q, T_k) per layer]}`` (detached, CPU, float32).
 
-    ``source`` is a dict of lists, a plain list (one kind, ``"self"``), or an object whose
-    ``attentions`` attribute is one of those (a model's intermediates).
+    ``source`` is a dict of lists, a plain list (one kind, ``"self"``), or a model's ``Intermediates``
+    (``minitfm.models``: its non-empty ``encoder_self``, ``decoder_self`` and ``cross`` lists).
     """
-    if hasattr(source, "attentions"):
-        source = source.attentions
+    if not isinstance(source, (Mapping, list, tuple)) and any(hasattr(source, k) for k in INTERMEDIATE_KINDS):
+        source = {k: getattr(source, k) for k in INTERMEDIATE_KINDS if getattr(source, k, None)}
     if isinstance(source, (list, tuple)):
         source = {"self": source}
     if not isinstance(source, Mapping) or not source:
