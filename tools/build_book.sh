@@ -45,8 +45,13 @@ cp -r "$MJ/output/chtml" "$MJ/output/chtml.js" "$STAGE/mathjax/output/"
 cp "$MODULES/mathjax/LICENSE" "$STAGE/mathjax/LICENSE"
 cp "$MODULES/requirejs/require.js" "$STAGE/widgets/require.js"
 HM="$MODULES/@jupyter-widgets/html-manager/dist"
-cp "$HM/embed-amd.js" "$STAGE/widgets/"
-cp "$HM"/*.woff2 "$HM"/*.woff "$HM"/*.ttf "$HM"/*.eot "$HM"/*.svg "$STAGE/widgets/"
+cp "$HM/embed-amd.js" "$SITE/widgets-setup.js" "$STAGE/widgets/"
+# The bundle's CSS asks for its icon fonts relative to the AMD module URIs of the widget packages;
+# widgets-setup.js points RequireJS's base URL at _assets/widgets/, so they live here.
+for dir in "$STAGE/widgets/@jupyter-widgets" "$STAGE/widgets/@jupyter-widgets/html-manager/dist"; do
+  mkdir -p "$dir"
+  cp "$HM"/*.woff2 "$HM"/*.woff "$dir/"
+done
 cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/dev/null || true
 
 start=$SECONDS

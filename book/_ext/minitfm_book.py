@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 # Files every page may load; staged by tools/build_book.sh into <confdir>/_build/site_assets/_assets/.
 REQUIRED_ASSETS = (
     "mathjax/tex-mml-chtml.js",
+    "widgets/widgets-setup.js",
     "widgets/require.js",
     "widgets/embed-amd.js",
 )
