@@ -1,0 +1,281 @@
+"""Generation: greedy decoding, sampling and beam search, with or without a KV cache.
+
+Glossary: B batch, P prompt length (left-padded), N new tokens, K beams, V vocabulary, S source length.
+
+One loop serves every strategy. Each step asks the model for the next-token logits (B, V) of every
+row, runs the logits processors (:mod:`minitfm.sampling`), then takes the argmax (greedy) or samples.
+
+- **Without a cache** (``use_cache=False``) every step re-runs the model on the whole sequence so far:
+  step t costs O(P + t) tokens of work, and the whole generation is quadratic.
+- **With a cache** the first step (the *prefill*) runs the prompt once and stores every layer's keys
+  and values; each later step (*decode*) runs only the newest token against the cached keys/values.
+  ``cache_cls`` picks :class:`~minitfm.cache.KVCache` (preallocated, constant cost per step) or
+  :class:`~minitfm.cache.ConcatKVCache` (grows with ``torch.cat``, copies the history every step).
+
+Both give the same tokens. ``step_times`` in the output records the seconds of every step, so the
+three can be compared step by step.
+
+Prompts of different lengths are padded on the **left** (``pad_id``) so that all rows continue in the
+same column; a key mask hides the padding and positions count real tokens only, so a padded row
+generates exactly what it would alone. A row stops at ``eos_id``; later columns of that row hold
+``pad_id``. The loop ends when every row has stopped or after ``max_new_tokens``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from ._checks import check_positive_int, check_tensor
+from .cache import KVCache
+from .models import DecoderOnlyLM, EncoderDecoder
+from .sampling import LogitsProcessor, Temperature, TopK, TopP, apply_processors
+
+
+@dataclass
+class GenerationOutput:
+    """What :func:`generate` returns.
+
+    Attributes:
+        tokens: (B, P + N) the (left-padded) prompt followed by the generated tokens.
+        prompt_len: P, so ``tokens[:, prompt_len:]`` are the new tokens.
+        finished: (B,) bool, whether each row produced ``eos_id``.
+        step_times: seconds per step; step 0 includes the prefill of the whole prompt.
+        logits: (B, N, V) the model's raw logits at every step (before processors), if requested.
+    """
+
+    tokens: torch.Tensor
+    prompt_len: int
+    finished: torch.Tensor
+    step_times: list = field(default_factory=list)
+    logits: torch.Tensor | None = None
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        """(B, N) the generated part."""
+        return self.tokens[:, self.prompt_len:]
+
+
+class _NextLogits:
+    """Next-token logits for a growing batch of sequences, from either model kind, cached or not.
+
+    ``__call__(tokens (B, T), valid (B, T)) -> (B, V)`` with ``valid`` True for real (non-padding)
+    tokens. With a cache only the tokens not yet cached are fed to the model.
+    """
+
+    def __init__(self, model, src, batch_size: int, total_len: int, use_cache: bool, cache_cls):
+        self.model = model
+        self.encoder_decoder = isinstance(model, EncoderDecoder)
+        self.caches = None
+        if self.encoder_decoder:
+            self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S): once for all steps
+        if use_cache:
+            extra = {"memory_len": src.shape[1]} if self.encoder_decoder else {}
+            self.caches = model.new_caches(batch_size, total_len, cache_cls, **extra)
+
+    def __call__(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        past = 0 if self.caches is None else self.caches[0].length
+        new = tokens[:, past:]  # (B, T) -> (B, T - past): everything (no cache) or the uncached tail
+        if self.encoder_decoder:
+            logits = self.model.decode(new, self.memory, self.src_mask, caches=self.caches)
+        else:
+            logits = self.model(new, caches=self.caches, key_mask=valid)
+        return logits[:, -1]  # (B, T_new, V) -> (B, V): only the last position predicts the next token
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep batch rows ``rows`` of every cache and of the encoder output (beam search)."""
+        if self.caches is not None:
+            for cache in self.caches:
+                cache.reorder(rows)
+        if self.encoder_decoder:
+            self.memory, self.src_mask = self.memory[rows], self.src_mask[rows]
+
+
+def _check_inputs(model, prompt, max_new_tokens, src) -> None:
+    if not isinstance(model, (DecoderOnlyLM, EncoderDecoder)):
+        raise TypeError(f"model must be a DecoderOnlyLM or an EncoderDecoder, got {type(model).__name__}")
+    check_tensor(prompt, "prompt", ndim=2)
+    if prompt.is_floating_point() or prompt.numel() == 0:
+        raise ValueError(f"prompt must be a non-empty (B, P) tensor of token ids, got {prompt.dtype} {tuple(prompt.shape)}")
+    check_positive_int(max_new_tokens, "max_new_tokens")
+    if isinstance(model, EncoderDecoder) and src is None:
+        raise ValueError("an EncoderDecoder needs the source: pass src=(B, S) token ids")
+    if isinstance(model, DecoderOnlyLM) and src is not None:
+        raise ValueError("a DecoderOnlyLM has no encoder; do not pass src")
+    if src is not None and src.shape[0] != prompt.shape[0]:
+        raise ValueError(f"src and prompt must share B, got {tuple(src.shape)} and {tuple(prompt.shape)}")
+    total, limit = prompt.shape[1] + max_new_tokens, model.config.max_seq_len
+    if total > limit:
+        raise ValueError(f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} = {total} "
+                         f"exceeds the model's max_seq_len={limit}")
+
+
+def _prompt_valid(model, prompt: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """(B, P) True for real prompt tokens; every row needs at least one."""
+    valid = prompt != pad_id
+    if not valid.any(dim=1).all():
+        raise ValueError(f"every prompt row needs at least one token that is not pad_id={pad_id} "
+                         "(start from <bos>)")
+    if isinstance(model, EncoderDecoder) and not valid.all():
+        raise ValueError("EncoderDecoder prompts cannot be padded: give every row the same decoder prefix, "
+                         "usually just <bos>")
+    return valid
+
+
+def _choose(logits, tokens, processors, do_sample: bool, generator) -> torch.Tensor:
+    """(B, V) raw logits -> (B,) next tokens."""
+    logits = apply_processors(tokens, logits, processors)
+    if not do_sample:
+        return logits.argmax(dim=-1)
+    probs = logits.float().softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B, 1) -> (B,)
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
+             processors: Sequence[LogitsProcessor] = (), do_sample: bool = False,
+             generator: torch.Generator | None = None, eos_id: int | None = None, pad_id: int | None = None,
+             use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False) -> GenerationOutput:
+    """Generate up to ``max_new_tokens`` tokens after ``prompt`` for every row of the batch.
+
+    Args:
+        model: a :class:`~minitfm.models.DecoderOnlyLM`, or an :class:`~minitfm.models.EncoderDecoder`
+            together with ``src``. It is put in eval mode (no dropout) and restored afterwards.
+        prompt: (B, P) token ids, left-padded with ``pad_id``. For an EncoderDecoder, the decoder's
+            start (usually a column of <bos>), unpadded.
+        src: (B, S) source ids for an EncoderDecoder (right padding is fine; the encoder masks it).
+        processors: logits processors applied in order each step (see :mod:`minitfm.sampling`).
+        do_sample: sample from the processed distribution; ``False`` takes the argmax (greedy).
+        generator: a seeded ``torch.Generator`` makes sampling reproducible.
+        eos_id, pad_id: default to ``model.config.eos_id`` / ``model.config.pad_id``.
+        use_cache: reuse keys/values (fast) or recompute the whole prefix every step (slow, simple).
+        cache_cls: :class:`~minitfm.cache.KVCache` or :class:`~minitfm.cache.ConcatKVCache`.
+        return_logits: also return the raw (B, N, V) logits of every step.
+    """
+    _check_inputs(model, prompt, max_new_tokens, src)
+    eos_id = model.config.eos_id if eos_id is None else eos_id
+    pad_id = model.config.pad_id if pad_id is None else pad_id
+    if not do_sample and any(isinstance(p, (Temperature, TopK, TopP)) for p in processors):
+        warnings.warn("Temperature, TopK and TopP never change the argmax; pass do_sample=True to sample",
+                      stacklevel=2)
+    was_training = model.training
+    model.eval()
+    try:
+        return _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
+                              eos_id, pad_id, use_cache, cache_cls, return_logits)
+    finally:
+        model.train(was_training)
+
+
+def _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
+                   eos_id, pad_id, use_cache, cache_cls, return_logits) -> GenerationOutput:
+    tokens, valid = prompt, _prompt_valid(model, prompt, pad_id)
+    next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls)
+    finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    step_times, all_logits = [], []
+    for _ in range(max_new_tokens):
+        start = time.perf_counter()
+        logits = next_logits(tokens, valid)  # (B, V)
+        chosen = _choose(logits, tokens, processors, do_sample, generator)  # (B,)
+        chosen = chosen.masked_fill(finished, pad_id)  # a row that stopped only pads
+        tokens = torch.cat([tokens, chosen[:, None]], dim=1)  # (B, T) -> (B, T + 1)
+        valid = torch.cat([valid, ~finished[:, None]], dim=1)
+        finished = finished | (chosen == eos_id)
+        step_times.append(time.perf_counter() - start)
+        if return_logits:
+            all_logits.append(logits)
+        if finished.all():
+            break
+    return GenerationOutput(tokens, prompt.shape[1], finished, step_times,
+                            torch.stack(all_logits, dim=1) if return_logits else None)  # N x (B, V) -> (B, N, V)
+
+
+@dataclass
+class BeamSearchOutput:
+    """What :func:`beam_search` returns.
+
+    Attributes:
+        tokens: (B, P + N) the best beam of every row (``pad_id`` after its ``eos_id``).
+        scores: (B,) its length-normalised log-probability.
+        beams: (B, K, P + N) every final beam, best first.
+        beam_scores: (B, K) their normalised scores, in the same order.
+        prompt_len: P.
+    """
+
+    tokens: torch.Tensor
+    scores: torch.Tensor
+    beams: torch.Tensor
+    beam_scores: torch.Tensor
+    prompt_len: int
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        return self.tokens[:, self.prompt_len:]
+
+
+@torch.no_grad()
+def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: int = 4,
+                length_penalty: float = 1.0, src: torch.Tensor | None = None, eos_id: int | None = None,
+                pad_id: int | None = None, use_cache: bool = True, cache_cls=KVCache) -> BeamSearchOutput:
+    """Keep the ``num_beams`` most likely continuations of every row, extending each by every token.
+
+    Each row's K beams live as K rows of one (B K, T) batch, and so do their caches: when a step keeps
+    beam j's continuation in slot i, slot i's cache rows are replaced by beam j's (``cache.reorder``).
+    A beam that produced ``eos_id`` is frozen: it keeps its score and only grows padding.
+
+    Final ranking divides each beam's summed log-probability by ``length ** length_penalty`` (length =
+    generated tokens including eos): 0 ranks by raw probability (which favours short outputs), 1 by the
+    mean log-probability per token. Arguments as in :func:`generate`.
+    """
+    _check_inputs(model, prompt, max_new_tokens, src)
+    check_positive_int(num_beams, "num_beams")
+    if not isinstance(length_penalty, (int, float)) or isinstance(length_penalty, bool):
+        raise TypeError(f"length_penalty must be a float, got {type(length_penalty).__name__}")
+    eos_id = model.config.eos_id if eos_id is None else eos_id
+    pad_id = model.config.pad_id if pad_id is None else pad_id
+    was_training = model.training
+    model.eval()
+    try:
+        return _beam_loop(model, prompt, max_new_tokens, num_beams, float(length_penalty), src,
+                          eos_id, pad_id, use_cache, cache_cls)
+    finally:
+        model.train(was_training)
+
+
+def _beam_loop(model, prompt, max_new_tokens, k, length_penalty, src, eos_id, pad_id, use_cache, cache_cls):
+    b, p = prompt.shape
+    valid = _prompt_valid(model, prompt, pad_id).repeat_interleave(k, dim=0)  # (B, P) -> (B K, P)
+    tokens = prompt.repeat_interleave(k, dim=0)  # (B, P) -> (B K, P)
+    src = None if src is None else src.repeat_interleave(k, dim=0)  # (B, S) -> (B K, S)
+    next_logits = _NextLogits(model, src, b * k, p + max_new_tokens, use_cache, cache_cls)
+    scores = torch.full((b, k), float("-inf"), device=prompt.device)
+    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand at step 0
+    finished = torch.zeros(b * k, dtype=torch.bool, device=prompt.device)
+    lengths = torch.zeros(b * k, device=prompt.device)
+    for _ in range(max_new_tokens):
+        logp = next_logits(tokens, valid).float().log_softmax(dim=-1)  # (B K, V)
+        logp[finished] = float("-inf")
+        logp[finished, pad_id] = 0.0  # a frozen beam's only continuation is free padding
+        vocab = logp.shape[-1]
+        candidates = (scores.view(-1, 1) + logp).view(b, k * vocab)  # (B K, V) -> (B, K V)
+        scores, best = candidates.topk(k, dim=-1)  # (B, K) each
+        rows = (torch.arange(b, device=prompt.device)[:, None] * k + best // vocab).view(-1)  # parent row, (B K,)
+        chosen = (best % vocab).view(-1)  # (B, K) -> (B K,)
+        tokens = torch.cat([tokens[rows], chosen[:, None]], dim=1)  # (B K, T) -> (B K, T + 1)
+        valid = torch.cat([valid[rows], ~finished[rows, None]], dim=1)
+        lengths = lengths[rows] + (~finished[rows]).float()
+        finished = finished[rows] | (chosen == eos_id)
+        next_logits.reorder(rows)
+        if finished.all():
+            break
+    return _rank_beams(tokens, scores, lengths, length_penalty, b, k, p)
+
+
+def _rank_beams(tokens, scores, lengths, length_penalty, b, k, p) -> BeamSearchOutput:
+    normalised = scores / lengths.view(b, k).clamp(min=1) ** length_penalty  # (B, K)
+    beam_scores, order = normalised.sort(dim=-1, descending=True)
+    beams = tokens.view(b, k, -1).gather(1, order[..., None].expand(-1, -1, tokens.shape[1]))  # (B, K, T)
+    return BeamSearchOutput(beams[:, 0], beam_scores[:, 0], beams, beam_scores, p)

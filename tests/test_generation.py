@@ -1,0 +1,222 @@
+import itertools
+
+import pytest
+import torch
+
+from minitfm.cache import ConcatKVCache, KVCache
+from minitfm.config import ModelConfig
+from minitfm.generation import beam_search, generate
+from minitfm.models import DecoderOnlyLM, EncoderDecoder
+from minitfm.sampling import RepetitionPenalty, Temperature, TopK, TopP
+
+POSITIONS = ["sinusoidal", "learned", "rope", "alibi", "none"]
+EOS, PAD = 2, 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # these tensors are tiny: extra threads only add synchronisation (and contention on a shared machine)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def lm(**overrides):
+    torch.manual_seed(0)
+    return DecoderOnlyLM(ModelConfig.tiny(**overrides))
+
+
+def padded_prompt():
+    # two prompts of lengths 3 and 5, left-padded; no eos inside
+    return torch.tensor([[PAD, PAD, 1, 5, 6], [1, 7, 8, 9, 3]])
+
+
+def never_eos(tokens, logits):
+    """A processor that forbids <eos> (and <pad>), so every row runs the full length."""
+    return logits.index_fill(-1, torch.tensor([EOS, PAD]), float("-inf"))
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("n_kv_heads", [None, 1])
+def test_decoder_only_cached_equals_uncached(pos, norm_first, n_kv_heads):
+    model = lm(pos=pos, norm_first=norm_first, n_kv_heads=n_kv_heads)
+    prompt = padded_prompt()
+    kwargs = dict(processors=[never_eos], return_logits=True)
+    ref = generate(model, prompt, 12, use_cache=False, **kwargs)
+    assert ref.new_tokens.shape == (2, 12)
+    for cache_cls in (KVCache, ConcatKVCache):
+        out = generate(model, prompt, 12, cache_cls=cache_cls, **kwargs)
+        assert torch.equal(out.tokens, ref.tokens)
+        torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_left_padding_gives_what_the_prompt_gives_alone(pos):
+    model = lm(pos=pos)
+    batch = generate(model, padded_prompt(), 8, processors=[never_eos], return_logits=True)
+    alone = generate(model, padded_prompt()[:1, 2:], 8, processors=[never_eos], return_logits=True)
+    assert torch.equal(batch.new_tokens[:1], alone.new_tokens)
+    torch.testing.assert_close(batch.logits[:1], alone.logits, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_encoder_decoder_cached_equals_uncached(pos, norm_first):
+    torch.manual_seed(0)
+    model = EncoderDecoder(ModelConfig.tiny(pos=pos, norm_first=norm_first, n_kv_heads=1))
+    src = torch.tensor([[1, 5, 6, 7, 2, PAD], [1, 8, 9, 2, PAD, PAD]])  # right-padded source
+    start = torch.ones(2, 1, dtype=torch.long)
+    ref = generate(model, start, 10, src=src, use_cache=False, processors=[never_eos], return_logits=True)
+    for cache_cls in (KVCache, ConcatKVCache):
+        out = generate(model, start, 10, src=src, cache_cls=cache_cls, processors=[never_eos], return_logits=True)
+        assert torch.equal(out.tokens, ref.tokens)
+        torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=1e-5)
+    # the second row's source padding does not change its output
+    alone = generate(model, start[1:], 10, src=src[1:, :4], processors=[never_eos], return_logits=True)
+    torch.testing.assert_close(alone.logits, ref.logits[1:], atol=1e-5, rtol=1e-5)
+
+
+def test_greedy_is_the_argmax_of_the_logits():
+    model = lm()
+    out = generate(model, padded_prompt(), 6, processors=[never_eos], return_logits=True)
+    masked = out.logits.index_fill(-1, torch.tensor([EOS, PAD]), float("-inf"))
+    assert torch.equal(out.new_tokens, masked.argmax(-1))
+    assert len(out.step_times) == 6 and all(t > 0 for t in out.step_times)
+
+
+def test_rows_stop_at_eos_independently():
+    model = lm()
+
+    def eos_for_row0_at_step2(tokens, logits):
+        logits = never_eos(tokens, logits)
+        if tokens.shape[1] == 5 + 2:
+            logits[0, EOS] = 1e4  # logits is a fresh tensor here: never_eos returned a copy
+        return logits
+
+    out = generate(model, padded_prompt(), 6, processors=[eos_for_row0_at_step2])
+    assert out.new_tokens[0, 2] == EOS and (out.new_tokens[0, 3:] == PAD).all()
+    assert (out.new_tokens[1] != EOS).all() and (out.new_tokens[1] != PAD).all()
+    assert out.finished.tolist() == [True, False]
+
+    def always_eos(tokens, logits):
+        return torch.full_like(logits, -1e4).index_fill(-1, torch.tensor([EOS]), 0.0)
+
+    out = generate(model, padded_prompt(), 6, processors=[always_eos])
+    assert out.new_tokens.shape == (2, 1) and out.finished.all()  # the loop ends when every row stopped
+
+
+def test_same_generator_seed_same_text():
+    model = lm()
+    procs = [Temperature(1.5), TopK(10), TopP(0.95)]
+
+    def sample(seed, **kw):
+        g = torch.Generator().manual_seed(seed)
+        return generate(model, padded_prompt(), 15, processors=procs + [never_eos], do_sample=True, generator=g, **kw)
+
+    assert torch.equal(sample(1).tokens, sample(1).tokens)
+    assert not torch.equal(sample(1).tokens, sample(2).tokens)
+    assert torch.equal(sample(3).tokens, sample(3, use_cache=False).tokens)
+
+
+def test_sampling_respects_top_k():
+    model = lm()
+    out = generate(model, padded_prompt(), 10, processors=[never_eos], return_logits=True)
+    g = torch.Generator().manual_seed(0)
+    # with TopK(1) sampling can only pick the argmax: it must equal greedy
+    sampled = generate(model, padded_prompt(), 10, processors=[never_eos, TopK(1)], do_sample=True, generator=g)
+    assert torch.equal(sampled.tokens, out.tokens)
+
+
+def test_repetition_penalty_changes_greedy_output():
+    model = lm()
+    plain = generate(model, padded_prompt(), 15, processors=[never_eos])
+    penalised = generate(model, padded_prompt(), 15, processors=[never_eos, RepetitionPenalty(50.0)])
+    repeats = lambda t: sum(len(r) - len(set(r)) for r in t.new_tokens.tolist())  # noqa: E731
+    assert repeats(penalised) < repeats(plain)
+
+
+def test_beam_with_one_beam_equals_greedy():
+    model = lm(pos="rope", n_kv_heads=1)
+    greedy = generate(model, padded_prompt(), 10)
+    beam = beam_search(model, padded_prompt(), 10, num_beams=1)
+    assert torch.equal(beam.tokens, greedy.tokens)
+    torch.manual_seed(0)
+    ed = EncoderDecoder(ModelConfig.tiny())
+    src, start = torch.tensor([[1, 5, 6, 2], [1, 7, 2, PAD]]), torch.ones(2, 1, dtype=torch.long)
+    assert torch.equal(beam_search(ed, start, 8, num_beams=1, src=src).tokens,
+                       generate(ed, start, 8, src=src).tokens)
+
+
+def _sequence_score(model, prefix, seq, length_penalty):
+    tokens = torch.tensor([prefix + seq])
+    logp = model(tokens).log_softmax(-1)[0]  # (T, V)
+    total = sum(logp[len(prefix) - 1 + i, tok].item() for i, tok in enumerate(seq))
+    return total / len(seq) ** length_penalty
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 1.0])
+def test_wide_beam_finds_the_best_sequence(length_penalty):
+    # vocabulary of 5 and 3 new tokens: 5 + 5^2 + 5^3 candidate sequences, few enough to score them all
+    model = lm(vocab_size=5)
+    model.eval()
+    v, n, prefix = 5, 3, [1]
+    candidates = [list(s) for length in range(1, n + 1) for s in itertools.product(range(v), repeat=length)
+                  if EOS not in s[:-1] and (s[-1] == EOS or length == n)]
+    with torch.no_grad():
+        scores = {tuple(s): _sequence_score(model, prefix, s, length_penalty) for s in candidates}
+    best = max(scores, key=scores.get)
+    out = beam_search(model, torch.tensor([prefix]), n, num_beams=v ** n, length_penalty=length_penalty,
+                      use_cache=True)
+    found = [t for t in out.new_tokens[0].tolist()]
+    found = found[: found.index(EOS) + 1] if EOS in found else found
+    assert tuple(found) == best
+    assert out.scores[0].item() == pytest.approx(scores[best], abs=1e-4)
+    # a narrow beam may miss it, but never reports a better score than the true best
+    narrow = beam_search(model, torch.tensor([prefix]), n, num_beams=2, length_penalty=length_penalty)
+    assert narrow.scores[0].item() <= scores[best] + 1e-4
+
+
+def test_beam_search_cached_equals_uncached_and_batches():
+    model = lm(pos="alibi")
+    a = beam_search(model, padded_prompt(), 8, num_beams=3)
+    b = beam_search(model, padded_prompt(), 8, num_beams=3, use_cache=False)
+    c = beam_search(model, padded_prompt(), 8, num_beams=3, cache_cls=ConcatKVCache)
+    assert torch.equal(a.beams, b.beams) and torch.equal(a.beams, c.beams)
+    torch.testing.assert_close(a.beam_scores, b.beam_scores)
+    assert (a.beam_scores[:, :-1] >= a.beam_scores[:, 1:]).all()  # best first
+    alone = beam_search(model, padded_prompt()[:1, 2:], 8, num_beams=3)
+    assert torch.equal(alone.new_tokens, a.new_tokens[:1, : alone.new_tokens.shape[1]])
+
+
+def test_generate_restores_training_mode():
+    model = lm(dropout=0.1)
+    model.train()
+    generate(model, padded_prompt(), 3)
+    beam_search(model, padded_prompt(), 3, num_beams=2)
+    assert model.training
+
+
+def test_bad_input_raises():
+    model = lm()
+    prompt = padded_prompt()
+    with pytest.raises(ValueError, match="exceeds the model's max_seq_len=32"):
+        generate(model, prompt, 40)
+    with pytest.raises(ValueError, match="at least one token that is not pad_id"):
+        generate(model, torch.tensor([[PAD, PAD], [1, 5]]), 3)
+    with pytest.raises(ValueError, match="do not pass src"):
+        generate(model, prompt, 3, src=prompt)
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        generate(model, prompt, 0)
+    with pytest.raises(TypeError, match="must be a DecoderOnlyLM or an EncoderDecoder"):
+        generate(torch.nn.Linear(2, 2), prompt, 3)
+    with pytest.raises(ValueError, match="num_beams must be >= 1"):
+        beam_search(model, prompt, 3, num_beams=0)
+    ed = EncoderDecoder(ModelConfig.tiny())
+    with pytest.raises(ValueError, match="needs the source"):
+        generate(ed, prompt, 3)
+    with pytest.raises(ValueError, match="cannot be padded"):
+        generate(ed, prompt, 3, src=prompt)
+    with pytest.warns(UserWarning, match="do_sample=True"):
+        generate(model, prompt, 2, processors=[Temperature(0.5)])
