@@ -60,6 +60,10 @@ def _viridis() -> str:
     return json.dumps([[int(round(v * 255)) for v in rgb] for rgb in stops])
 
 
+def _text_for_html(text: str) -> str:
+    return html_lib.escape(text).replace("/", "&#47;")  # "&#47;" shows "/" but no "http://" appears in the source
+
+
 def _json_for_html(obj) -> str:
     # "\/" is JSON's own escape for "/": no "</script>" and no "http://" can appear, whatever the labels say.
     text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
@@ -89,10 +93,10 @@ class StaticExplorer:
         script = ENGINE_JS.replace("__ROOT_ID__", i).replace("__VIRIDIS__", _viridis())
         return (
             f'<div id="{i}" class="minitfm-explorer" data-minitfm-explorer="{self.name}" style="{box}">'
-            f'<div style="font-weight:600;font-size:14px;margin-bottom:4px">{html_lib.escape(self.title)}</div>'
+            f'<div style="font-weight:600;font-size:14px;margin-bottom:4px">{_text_for_html(self.title)}</div>'
             f'<div id="{i}-controls" data-minitfm-controls style="display:flex;flex-wrap:wrap"></div>'
             f'<div id="{i}-readout" data-minitfm-readout aria-live="polite" '
-            f'style="margin:6px 0 2px;font-variant-numeric:tabular-nums">{html_lib.escape(first)}</div>'
+            f'style="margin:6px 0 2px;font-variant-numeric:tabular-nums">{_text_for_html(first)}</div>'
             f'<div id="{i}-hover" data-minitfm-hover style="font-size:12px;color:#57606a;min-height:1.45em">'
             "(the controls need JavaScript: run the cell, or trust the notebook)</div>"
             f'<div id="{i}-views" data-minitfm-views style="display:flex;flex-wrap:wrap;gap:10px 16px"></div>'
@@ -111,7 +115,7 @@ class StaticExplorer:
         path = Path(path)
         page = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 '<meta name="viewport" content="width=device-width, initial-scale=1">'
-                f"<title>{html_lib.escape(self.title)}</title></head>"
+                f"<title>{_text_for_html(self.title)}</title></head>"
                 f'<body style="margin:8px;background:#fff">{self.html}</body></html>')
         path.write_text(page, encoding="utf-8")
         return path
@@ -119,6 +123,10 @@ class StaticExplorer:
 
 def _control(key: str, label: str, options, value: int = 0, kind: str = "range") -> dict:
     return {"key": key, "label": label, "type": kind, "options": [str(o) for o in options], "value": value}
+
+
+def _closest(values, target) -> int:
+    return min(range(len(values)), key=lambda i: abs(values[i] - target))
 
 
 def _readout_grid(keys, sizes, fn) -> dict:
@@ -166,7 +174,7 @@ def static_scaling_explorer(seq_len: int = 8, d_k_values=tuple(2 ** i for i in r
     hist = torch.stack([torch.stack([torch.histc(g["scores"], bins, float(r[0]), float(r[1])) for g, r in zip(row, rr)])
                         for row, rr in zip(grid, ranges)])  # (2, n_dk, bins)
     spec = {
-        "controls": [_control("d_k", "d_k", d_k_values, value=list(d_k_values).index(64) if 64 in d_k_values else 0),
+        "controls": [_control("d_k", "d_k", d_k_values, value=_closest(d_k_values, 64)),
                      _control("scaled", "scores", ["scaled by 1/√d_k", "unscaled"], kind="select")],
         "arrays": {"hist": hist, "range": ranges,
                    "weights": torch.stack([torch.stack([g["weights"] for g in row]) for row in grid]),
@@ -268,7 +276,7 @@ def static_sampling_explorer(logits=None, labels=None, history=None, *, temperat
     names = [labels[i] + ("*" if i in seen else "") for i in order.tolist()]
     texts = [xd.sampling_readout(r["before"], r["after"], labels) for r in results]
     spec = {
-        "controls": [_control("t", "temperature", temperatures, value=list(temperatures).index(1.0)),
+        "controls": [_control("t", "temperature", temperatures, value=_closest(temperatures, 1.0)),
                      _control("k", "top-k", ["off" if k == 0 else k for k in top_ks]),
                      _control("p", "top-p", top_ps), _control("r", "rep. penalty", penalties)],
         "arrays": {"before": before, "after": after},

@@ -1,0 +1,158 @@
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from minitfm import static_explorers as se
+from minitfm.explorer_data import example_logits
+
+CHROMIUM = os.environ.get("MINITFM_CHROMIUM", "/usr/bin/chromium")
+
+
+def _weights():
+    torch.manual_seed(0)
+    return {"encoder_self": [torch.rand(2, 2, 3, 3).softmax(-1) for _ in range(2)],
+            "decoder_self": [torch.rand(2, 2, 4, 4).softmax(-1) for _ in range(2)],
+            "cross": [torch.rand(2, 2, 4, 3).softmax(-1) for _ in range(2)]}
+
+
+def _all_explorers():
+    return [se.static_attention_explorer(_weights(), ["<bos>", "le", "chat", "noir"], ["the", "black", "cat"]),
+            se.static_scaling_explorer(d_k_values=(1, 4, 16, 64, 256)),
+            se.static_mask_explorer(),
+            se.static_positional_explorer(max_len=10, d_model=8),
+            se.static_sampling_explorer(temperatures=(0.5, 1.0), top_ks=(0, 2), top_ps=(1.0, 0.5), penalties=(1.0, 2.0))]
+
+
+def test_html_has_no_external_url_even_with_url_like_labels():
+    tricky = se.static_attention_explorer([torch.rand(1, 1, 2, 2).softmax(-1)], ["http://x.org", "</script>"])
+    for explorer in _all_explorers() + [tricky]:
+        assert "http://" not in explorer.html and "https://" not in explorer.html
+        assert "xmlns" not in explorer.html
+        assert explorer.html.count("</script>") == 2  # only the data block and the engine close a script
+        assert len(explorer.html) < 1_000_000
+    assert se.decode_spec(tricky.html)["labels"]["rows_self"] == ["http://x.org", "</script>"]
+
+
+def test_root_and_readout_hooks_and_unique_ids():
+    explorers = _all_explorers() + [se.static_mask_explorer()]
+    ids = [e.element_id for e in explorers]
+    assert len(set(ids)) == len(ids)
+    for explorer in explorers:
+        assert f'data-minitfm-explorer="{explorer.name}"' in explorer.html
+        assert "data-minitfm-readout" in explorer.html
+    assert se.static_mask_explorer().element_id.split("-")[2] == explorers[2].element_id.split("-")[2]  # same data, same hash
+
+
+def test_attention_data_decodes_back_to_the_input_tensors():
+    weights = _weights()
+    spec = se.decode_spec(se.static_attention_explorer(weights, list("abcd"), list("xyz"), batch_index=1).html)
+    for kind, layers in weights.items():
+        expected = torch.stack([w[1] for w in layers])  # (L, H, T_q, T_k) of batch item 1
+        assert torch.equal(spec["arrays"][f"w_{kind}"], expected)
+    assert spec["labels"]["rows_cross"] == list("abcd") and spec["labels"]["cols_cross"] == list("xyz")
+    assert spec["labels"]["rows_encoder_self"] == list("xyz")
+
+
+def test_parameter_explorers_embed_what_the_library_computes():
+    from minitfm.explorer_data import mask_data, positional_table, sampling_data, scaling_data
+
+    scaling = se.decode_spec(se.static_scaling_explorer(d_k_values=(4, 64)).html)["arrays"]
+    assert torch.equal(scaling["weights"][1, 0], scaling_data(4, False)["weights"])  # [unscaled, d_k=4]
+    masks = se.decode_spec(se.static_mask_explorer().html)["arrays"]
+    tokens = torch.tensor([[3, 4, 0], [5, 6, 7]])
+    masks = se.decode_spec(se.static_mask_explorer(tokens, [["a", "b", "<pad>"], ["c", "d", "e"]]).html)["arrays"]
+    assert torch.equal(masks["mask"][0], mask_data(tokens, 0, "padding")["mask"].float())
+    positional = se.decode_spec(se.static_positional_explorer(max_len=6, d_model=4).html)["arrays"]
+    assert torch.equal(positional["table"][2], positional_table("rope", 6, 4))
+    logits, labels, history = example_logits()
+    spec = se.decode_spec(se.static_sampling_explorer(temperatures=(0.7,), top_ks=(0, 3), top_ps=(0.9,),
+                                                      penalties=(1.2,)).html)
+    order = logits.argsort(descending=True, stable=True)
+    expected = sampling_data(logits, history, 0.7, 3, 0.9, 1.2)["after"][order]
+    torch.testing.assert_close(spec["arrays"]["after"][0, 1, 0, 0], expected)
+    assert spec["readouts"][0]["texts"][1].startswith("kept 3 of 16")
+
+
+def test_bad_input_gives_clear_errors():
+    with pytest.raises(ValueError, match="has 2 labels but the tensor has 4"):
+        se.static_attention_explorer(_weights(), ["a", "b"], list("xyz"))
+    with pytest.raises(ValueError, match="NaN/Inf"):
+        se.static_attention_explorer([torch.tensor([[[[float("nan")]]]])])
+    with pytest.raises(ValueError, match="empty"):
+        se.static_attention_explorer([torch.rand(1, 1, 2, 0)])
+    with pytest.raises(ValueError, match="labels has 1 sequences but tokens has B = 2"):
+        se.static_mask_explorer(torch.tensor([[1, 0], [1, 1]]), [["a", "<pad>"]])
+    with pytest.raises(ValueError, match="no minitfm explorer data"):
+        se.decode_spec("<div></div>")
+
+
+def test_save_writes_a_standalone_page(tmp_path):
+    path = se.static_mask_explorer().save(tmp_path / "masks.html")
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and 'data-minitfm-explorer="masks"' in page
+    assert "http://" not in page and "https://" not in page
+
+
+# ---- the browser test: load the HTML in headless Chromium, move a control, watch the page change ----
+
+DRIVER = """<pre id="minitfm-test-result">pending</pre><script>
+window.addEventListener("load", function () {
+  var out = [];
+  function picture(root) {
+    return Array.prototype.map.call(root.querySelectorAll("canvas"), function (c) { return c.toDataURL(); }).join("|");
+  }
+  document.querySelectorAll("[data-minitfm-explorer]").forEach(function (root) {
+    var readout = root.querySelector("[data-minitfm-readout]"), before = readout.textContent, pic = picture(root);
+    var controls = root.querySelectorAll("[data-minitfm-control]"), control = controls[controls.length - 1];
+    control.value = control.tagName === "SELECT" ? String(control.options.length - 1) : control.max;
+    control.dispatchEvent(new Event("input", {bubbles: true}));
+    out.push({name: root.getAttribute("data-minitfm-explorer"), id: root.id, before: before,
+              after: readout.textContent, canvases: root.querySelectorAll("canvas").length,
+              pictureChanged: picture(root) !== pic, control: control.getAttribute("data-minitfm-control")});
+  });
+  document.getElementById("minitfm-test-result").textContent = JSON.stringify(out);
+});
+</script>"""
+
+
+def _run_chromium(page: Path) -> str:
+    profile = tempfile.mkdtemp(prefix="minitfm-chromium-")
+    try:
+        result = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--window-size=900,2000",
+             "--dump-dom", page.as_uri()],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    return result.stdout
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"headless browser test needs Chromium at {CHROMIUM} "
+                    "(set MINITFM_CHROMIUM to another path)")
+def test_explorers_respond_to_controls_in_headless_chromium(tmp_path):
+    explorers = _all_explorers() + [se.static_attention_explorer(_weights(), list("abcd"), list("xyz"))]
+    page = tmp_path / "page.html"
+    page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+                    + "".join(e.html for e in explorers) + DRIVER + "</body></html>", encoding="utf-8")
+    dom = _run_chromium(page)
+    match = re.search(r'<pre id="minitfm-test-result">(.*?)</pre>', dom, re.S)
+    assert match, f"Chromium returned no result block; stdout starts: {dom[:300]!r}"
+    results = json.loads(html.unescape(match.group(1)))
+    assert [r["name"] for r in results] == [e.name for e in explorers]
+    assert len({r["id"] for r in results}) == len(results)  # two attention explorers, no clash
+    expected_views = {"attention": 1, "scaling": 3, "masks": 2, "positional": 3, "sampling": 1}
+    for r in results:
+        assert r["canvases"] == expected_views[r["name"]], r
+        assert r["before"] != r["after"], r  # the readout follows the control
+        assert r["pictureChanged"], r  # and so does the drawing
+    assert results[0]["after"].startswith("encoder self-attention · layer 0 · head 1")
