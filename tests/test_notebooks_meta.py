@@ -38,9 +38,3 @@ def test_at_most_one_code_cell_in_five_ignores_its_output(path):
     cells = code_cells(path)
     ignored = sum(c.source.lstrip().startswith(IGNORE_MARK) for c in cells)
     assert ignored * 5 <= len(cells), f"{path.name}: {ignored} of {len(cells)} code cells ignore their output"
-
-
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2].isdigit()], ids=lambda p: p.name)
-def test_chapter_is_in_the_table_of_contents(path):
-    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
-    assert f"notebooks/{path.stem}" in toc, f"{path.name} is missing from _toc.yml"
