@@ -29,7 +29,8 @@ from functools import lru_cache
 import torch
 
 from ._checks import check_positive_int
-from .tokenizer import WordTokenizer, pad_sequences
+from .data import pad_sequences
+from .tokenizer import WordTokenizer
 
 DETERMINERS = {"sg": {"the": 6, "a": 4, "every": 1, "this": 1},
                "pl": {"the": 6, "some": 2, "many": 1, "these": 1}}
@@ -216,4 +217,4 @@ def lm_rows(sentences: list[str], tokenizer: WordTokenizer, max_len: int) -> tor
     kept = [row for row in ids if len(row) <= max_len]
     if not kept:
         raise ValueError(f"no sentence fits in max_len={max_len} tokens")
-    return pad_sequences(kept, tokenizer.pad_id, side="right")
+    return pad_sequences([torch.tensor(row, dtype=torch.long) for row in kept], tokenizer.pad_id, side="right")

@@ -138,7 +138,8 @@ def _choose(logits, tokens, processors, do_sample: bool, generator) -> torch.Ten
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
              processors: Sequence[LogitsProcessor] = (), do_sample: bool = False,
              generator: torch.Generator | None = None, eos_id: int | None = None, pad_id: int | None = None,
-             use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False) -> GenerationOutput:
+             use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False,
+             clock=time.perf_counter) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` for every row of the batch.
 
     Args:
@@ -154,6 +155,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         use_cache: reuse keys/values (fast) or recompute the whole prefix every step (slow, simple).
         cache_cls: :class:`~minitfm.cache.KVCache` or :class:`~minitfm.cache.ConcatKVCache`.
         return_logits: also return the raw (B, N, V) logits of every step.
+        clock: the timer of ``step_times``: wall time by default; ``time.process_time`` counts only this
+            process's CPU time, a steadier measure on a machine shared with other jobs.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
     eos_id = model.config.eos_id if eos_id is None else eos_id
@@ -165,26 +168,26 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     model.eval()
     try:
         return _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
-                              eos_id, pad_id, use_cache, cache_cls, return_logits)
+                              eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
     finally:
         model.train(was_training)
 
 
 def _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
-                   eos_id, pad_id, use_cache, cache_cls, return_logits) -> GenerationOutput:
+                   eos_id, pad_id, use_cache, cache_cls, return_logits, clock) -> GenerationOutput:
     tokens, valid = prompt, _prompt_valid(model, prompt, pad_id)
     next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls)
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
     step_times, all_logits = [], []
     for _ in range(max_new_tokens):
-        start = time.perf_counter()
+        start = clock()
         logits = next_logits(tokens, valid)  # (B, V)
         chosen = _choose(logits, tokens, processors, do_sample, generator)  # (B,)
         chosen = chosen.masked_fill(finished, pad_id)  # a row that stopped only pads
         tokens = torch.cat([tokens, chosen[:, None]], dim=1)  # (B, T) -> (B, T + 1)
         valid = torch.cat([valid, ~finished[:, None]], dim=1)
         finished = finished | (chosen == eos_id)
-        step_times.append(time.perf_counter() - start)
+        step_times.append(clock() - start)
         if return_logits:
             all_logits.append(logits)
         if finished.all():

@@ -13,6 +13,8 @@ from typing import Iterable, Sequence
 
 import torch
 
+from .data import pad_sequences
+
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
@@ -75,29 +77,6 @@ class WordTokenizer:
     def encode_batch(self, texts: Sequence[str], *, add_bos: bool = True, add_eos: bool = False,
                      side: str = "right") -> torch.Tensor:
         """Encode and pad ``texts`` into one (B, T) tensor (``side="left"`` for generation prompts)."""
-        return pad_sequences([self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts],
-                             self.pad_id, side=side)
+        ids = [torch.tensor(self.encode(t, add_bos=add_bos, add_eos=add_eos), dtype=torch.long) for t in texts]
+        return pad_sequences(ids, self.pad_id, side=side)
 
-
-def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int, *, side: str = "right") -> torch.Tensor:
-    """Pad lists of ids to the longest one: a (B, T) long tensor.
-
-    Training pads on the right (targets line up at the start). Generation pads prompts on the *left*,
-    so that every row's last real token sits in the last column and all rows continue in step.
-    """
-    if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    if len(sequences) == 0:
-        raise ValueError("pad_sequences needs at least one sequence, got an empty batch")
-    longest = max(len(s) for s in sequences)
-    if longest == 0:
-        raise ValueError("every sequence is empty; nothing to pad")
-    out = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        if len(seq):
-            seq = torch.as_tensor(list(seq), dtype=torch.long)
-            if side == "right":
-                out[row, : len(seq)] = seq
-            else:
-                out[row, longest - len(seq):] = seq
-    return out

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from minitfm.corpus import generate_sentences, make_tokenizer
-from minitfm.tokenizer import WordTokenizer, pad_sequences
+from minitfm.tokenizer import WordTokenizer
 
 
 def test_special_ids_and_round_trip():
@@ -30,13 +30,10 @@ def test_corpus_round_trip():
         assert tok.unk_id not in tok.encode(s)
 
 
-def test_pad_sequences_left_and_right():
-    right = pad_sequences([[5, 6, 7], [8]], pad_id=0)
-    left = pad_sequences([[5, 6, 7], [8]], pad_id=0, side="left")
-    assert right.tolist() == [[5, 6, 7], [8, 0, 0]]
-    assert left.tolist() == [[5, 6, 7], [0, 0, 8]]
-    assert right.dtype == torch.long
+def test_encode_batch_pads_left_and_right():
     tok = WordTokenizer(["x", "y"])
+    right = tok.encode_batch(["x y", "y"], add_eos=True)
+    assert right.tolist() == [[1, 4, 5, 2], [1, 5, 2, 0]] and right.dtype == torch.long
     assert tok.encode_batch(["x y", "y"], side="left").tolist() == [[1, 4, 5], [0, 1, 5]]
 
 
@@ -46,9 +43,7 @@ def test_errors():
     with pytest.raises(ValueError, match="special tokens"):
         WordTokenizer(["<pad>"])
     with pytest.raises(ValueError, match="side must be"):
-        pad_sequences([[1]], 0, side="middle")
-    with pytest.raises(ValueError, match="empty batch"):
-        pad_sequences([], 0)
+        WordTokenizer(["a"]).encode_batch(["a"], side="middle")
     tok = WordTokenizer(["a"])
     with pytest.raises(ValueError, match=r"token id must be in \[0, 5\)"):
         tok.decode([9])
