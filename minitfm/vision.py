@@ -80,7 +80,7 @@ class PatchEmbedding(nn.Module):
         return self.proj(patchify(images, self.patch_size))  # (B, N, C * P * P) -> (B, N, D)
 
 
-class EncoderBlock(nn.Module):
+class ViTBlock(nn.Module):
     """Pre-LN encoder block: x + attn(norm(x)), then x + ffn(norm(x)), as in ViT."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, norm: str = "layer",
@@ -116,7 +116,7 @@ class VisionTransformer(nn.Module):
         nn.init.normal_(self.cls_token, std=0.02)
         self.pos_emb = LearnedPositionalEmbedding(self.patch_emb.n_patches + 1, d_model)
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, n_heads, d_ff, norm=norm, ffn=ffn, dropout=dropout) for _ in range(n_layers)
+            ViTBlock(d_model, n_heads, d_ff, norm=norm, ffn=ffn, dropout=dropout) for _ in range(n_layers)
         )
         self.final_norm = make_norm(norm, d_model)
         self.head = nn.Linear(d_model, n_classes)

@@ -5,7 +5,7 @@ from torch.testing import assert_close
 
 from minitfm.multihead import MultiHeadAttention
 from minitfm.vision import (
-    EncoderBlock, PatchEmbedding, VisionTransformer, class_token_attention, patchify, unpatchify,
+    ViTBlock, PatchEmbedding, VisionTransformer, class_token_attention, patchify, unpatchify,
 )
 
 
@@ -34,7 +34,7 @@ def test_patch_embedding_equals_strided_conv_with_copied_weights():
 
 
 def test_encoder_block_is_pre_ln_residual():
-    block = EncoderBlock(16, 4).eval()
+    block = ViTBlock(16, 4).eval()
     x = torch.randn(2, 5, 16)
     attn, _ = block.attn(block.attn_norm(x))
     h = x + attn
