@@ -136,11 +136,12 @@ class ModelConfig:
     def copy_task(cls, **overrides) -> "ModelConfig":
         """The encoder-decoder of the copy task (chapter 6): ids 0 pad, 1 bos, 2 eos, 3..12 the symbols.
 
-        Tuned for speed on a 2-core CPU: narrow (D = 64) and shallow (one encoder and one decoder block) (see
+        Tuned for speed on a 2-core CPU: narrow (D = 64) and shallow (one encoder and one decoder block),
+        Post-LN as in the paper (it reached 100% in fewer steps than Pre-LN here) (see
         :class:`minitfm.training.TrainConfig.copy_task` for the matching training settings).
         """
         base = dict(vocab_size=13, d_model=64, n_heads=4, d_ff=128, n_layers=1, max_seq_len=32,
-                    norm="layer", norm_first=True, pos="sinusoidal", ffn="relu", dropout=0.0)
+                    norm="layer", norm_first=False, pos="sinusoidal", ffn="relu", dropout=0.0)
         return cls(**{**base, **overrides})
 
     @classmethod

@@ -1,0 +1,68 @@
+import pytest
+import torch
+
+from minitfm.config import ModelConfig
+from minitfm.data import CopyTask, pad_sequences
+from minitfm.decoding import evaluate, exact_match, greedy_decode, token_accuracy
+from minitfm.models import DecoderOnlyLM, EncoderDecoder
+from minitfm.training import TrainConfig, set_seed, train
+
+
+def test_metrics_by_hand():
+    target = torch.tensor([[5, 6, 2], [7, 2, 0]])
+    pred = torch.tensor([[5, 6, 2, 0], [7, 3, 2, 0]])  # row 1 has one wrong token and a late EOS
+    assert exact_match(pred, target, 0) == 0.5
+    assert token_accuracy(pred, target, 0) == pytest.approx(4 / 5)
+    assert exact_match(target[:, :2], target, 0) == 0.5  # a missing EOS is a miss
+    with pytest.raises(ValueError, match="same batch size"):
+        exact_match(pred[:1], target, 0)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope", "alibi", "learned"])
+def test_encoder_decoder_greedy_cached_equals_uncached(pos):
+    model = EncoderDecoder(ModelConfig.tiny(vocab_size=13, pos=pos, n_kv_heads=1)).eval()
+    src = torch.randint(3, 13, (3, 6))
+    src[2, 4:] = 0
+    cached = greedy_decode(model, src, 10)
+    assert torch.equal(cached, greedy_decode(model, src, 10, use_cache=False))
+    assert cached.shape[0] == 3 and cached.shape[1] <= 10
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope", "alibi", "learned", "none"])
+def test_decoder_only_greedy_with_left_padded_prompts(pos):
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=13, pos=pos, norm_first=False)).eval()
+    prompts = [torch.randint(3, 13, (5,)), torch.randint(3, 13, (2,))]
+    batch = pad_sequences(prompts, 0, side="left")
+    cached = greedy_decode(model, batch, 8)
+    assert torch.equal(cached, greedy_decode(model, batch, 8, use_cache=False))
+    for i, prompt in enumerate(prompts):  # each row equals decoding its prompt alone
+        alone = greedy_decode(model, prompt[None], 8)
+        assert torch.equal(cached[i, :alone.shape[1]], alone[0])
+
+
+def test_rows_stop_at_eos_and_are_padded_after():
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=13)).eval()
+    with torch.no_grad():
+        model.lm_head.weight = torch.nn.Parameter(torch.zeros(13, 16))  # untie: logits from the bias trick below
+        model.lm_head.bias = torch.nn.Parameter(torch.zeros(13))
+        model.lm_head.bias[2] = 1.0  # EOS always wins
+    out = greedy_decode(model, torch.tensor([[5, 6], [7, 8]]), 6)
+    assert out.tolist() == [[2], [2]]  # every row finished after one step: decoding stopped
+
+
+def test_greedy_decode_rejects_bad_arguments():
+    model = EncoderDecoder(ModelConfig.tiny(vocab_size=13))
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        greedy_decode(model, torch.tensor([[3]]), 0)
+    with pytest.raises(TypeError, match="EncoderDecoder or DecoderOnlyLM"):
+        greedy_decode(torch.nn.Linear(2, 2), torch.tensor([[3]]), 2)
+
+
+def test_tiny_copy_task_reaches_100_percent():
+    task = CopyTask(n_symbols=10, min_len=4, max_len=4)  # short sequences: a few seconds of training
+    set_seed(0)
+    model = EncoderDecoder(ModelConfig.copy_task(max_seq_len=8))
+    cfg = TrainConfig.copy_task(steps=180, batch_size=64, warmup=20)
+    train(model, task.batches(cfg.batch_size, seed=0), cfg, progress=False)
+    scores = evaluate(model, task.batch(200, torch.Generator().manual_seed(99)))
+    assert scores == {"exact_match": 1.0, "token_accuracy": 1.0}
