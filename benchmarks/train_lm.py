@@ -5,9 +5,11 @@ Usage:  python benchmarks/train_lm.py [--steps 400] [--threads 2] [--save minitf
 Recipe (all in :mod:`minitfm.small_lm`): 20,000 sentences from ``generate_sentences(seed=0)``,
 ``small_lm_config()`` (ModelConfig.small_lm: 4 Pre-RMSNorm layers, d_model 128, RoPE, SwiGLU) and
 ``small_lm_train_config()`` (Adam, warmup + cosine, batches of 64 bucketed by length), model seed 0.
-It prints the training time, the held-out loss (1,000 sentences from seed 1), and the fraction of
-grammatical sentences among greedy continuations of short prompts and among 200 samples at
-temperature 1. ``--save`` writes a checkpoint loadable with ``minitfm.training.load_checkpoint``.
+Training rows pack sentences into 32-token rows (``lm_stream_rows``), so the model writes sentence after
+sentence and never stops by itself. The script prints the training time, the held-out loss (1,000
+sentences from seed 1), and for greedy continuations of short prompts and 200 samples at temperature 1
+(32 new tokens each): the fraction of grammatical complete sentences, distinct bigrams and repeated
+trigrams. ``--save`` writes a checkpoint loadable with ``minitfm.training.load_checkpoint``.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 import torch
 
 from minitfm.corpus import generate_sentences, validity
+from minitfm.text_metrics import distinct_n, repetition_rate
 from minitfm.small_lm import VALID_SEED, perplexity_and_loss, sample_texts, train_small_lm
 from minitfm.training import save_checkpoint
 
@@ -45,8 +48,9 @@ def main() -> None:
     greedy = sample_texts(model, len(PROMPTS), prompts=PROMPTS)
     generator = torch.Generator().manual_seed(args.seed)
     sampled = sample_texts(model, 200, do_sample=True, generator=generator)
-    print(f"validity: greedy {validity(greedy):.3f} ({len(PROMPTS)} prompts), "
-          f"sampled at temperature 1: {validity(sampled):.3f} (200 samples)")
+    for name, texts in (("greedy, 10 prompts", greedy), ("sampled at temperature 1, 200 texts", sampled)):
+        print(f"{name}: validity of complete sentences {validity(texts, complete_only=True):.3f}, "
+              f"distinct-2 {distinct_n(texts, 2):.3f}, repeated 3-grams {repetition_rate(texts, 3):.3f}")
     print("greedy:\n  " + "\n  ".join(greedy[:5]))
     print("sampled:\n  " + "\n  ".join(sampled[:5]))
     if args.save:

@@ -192,11 +192,17 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def validity(texts: list[str]) -> float:
-    """Fraction of the sentences in ``texts`` that the grammar accepts (unfinished ones count as invalid)."""
+def validity(texts: list[str], complete_only: bool = False) -> float:
+    """Fraction of the sentences in ``texts`` that the grammar accepts.
+
+    An unfinished last sentence (no full stop) counts as invalid, unless ``complete_only``: then it is
+    left out, which is right for text cut at a fixed number of tokens.
+    """
     sentences = [s for t in texts for s in split_sentences(t)]
+    if complete_only:
+        sentences = [s for s in sentences if s.endswith(END)]
     if not sentences:
-        raise ValueError("validity needs at least one sentence, got only empty texts")
+        raise ValueError("validity needs at least one (complete) sentence, got none")
     return sum(is_valid_sentence(s) for s in sentences) / len(sentences)
 
 
@@ -218,3 +224,23 @@ def lm_rows(sentences: list[str], tokenizer: WordTokenizer, max_len: int) -> tor
     if not kept:
         raise ValueError(f"no sentence fits in max_len={max_len} tokens")
     return pad_sequences([torch.tensor(row, dtype=torch.long) for row in kept], tokenizer.pad_id, side="right")
+
+
+def lm_stream_rows(sentences: list[str], tokenizer: WordTokenizer, row_len: int) -> torch.Tensor:
+    """Pack sentences into full rows of ``row_len`` tokens: ``<bos> s1 s2 s3 ...`` (N, row_len), no padding.
+
+    Like GPT training on a stream of text: a row begins with ``<bos>`` and a new sentence, takes
+    sentences one after the other and cuts the last one where the row is full. A model trained on these
+    rows never learns to stop (no ``<eos>``): it writes sentence after sentence, the setting where
+    repetition and loss of diversity show up.
+    """
+    check_positive_int(row_len, "row_len")
+    rows, current = [], [tokenizer.bos_id]
+    for sentence in sentences:
+        current += tokenizer.encode(sentence, add_bos=False)
+        if len(current) >= row_len:
+            rows.append(current[:row_len])
+            current = [tokenizer.bos_id]
+    if not rows:
+        raise ValueError(f"{len(sentences)} sentences do not fill one row of {row_len} tokens")
+    return torch.tensor(rows, dtype=torch.long)

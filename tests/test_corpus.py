@@ -7,6 +7,7 @@ from minitfm.corpus import (
     generate_sentences,
     is_valid_sentence,
     lm_rows,
+    lm_stream_rows,
     make_tokenizer,
     split_sentences,
     validity,
@@ -89,8 +90,11 @@ def test_split_sentences_and_validity():
     text = "the cat sleeps . the dog sleep . the cat near"
     assert split_sentences(text) == ["the cat sleeps .", "the dog sleep .", "the cat near"]
     assert validity([text]) == pytest.approx(1 / 3)
-    with pytest.raises(ValueError, match="at least one sentence"):
+    assert validity([text], complete_only=True) == pytest.approx(1 / 2)
+    with pytest.raises(ValueError, match="at least one"):
         validity(["", "  "])
+    with pytest.raises(ValueError, match="at least one"):
+        validity(["the cat"], complete_only=True)
 
 
 def test_lm_rows():
@@ -102,3 +106,16 @@ def test_lm_rows():
     assert lm_rows(["the cat sleeps .", "the cats near the dog sleep ."], tok, max_len=6).shape == (1, 6)
     with pytest.raises(ValueError, match="no sentence fits"):
         lm_rows(["the cat sleeps ."], tok, max_len=3)
+
+
+def test_lm_stream_rows_pack_sentences_without_padding():
+    tok = make_tokenizer()
+    sentences = ["the cat sleeps .", "the dogs run .", "a bird sings .", "the king laughs ."]
+    rows = lm_stream_rows(sentences, tok, row_len=8)
+    # row 0: <bos> + 4 + first 3 words of the second sentence; the rest of it is dropped
+    assert rows.shape == (2, 8)
+    assert rows[0].tolist() == [tok.bos_id] + tok.encode("the cat sleeps . the dogs run", add_bos=False)
+    assert rows[1].tolist() == [tok.bos_id] + tok.encode("a bird sings . the king laughs", add_bos=False)
+    assert tok.pad_id not in rows and tok.eos_id not in rows
+    with pytest.raises(ValueError, match="do not fill one row"):
+        lm_stream_rows(["the cat sleeps ."], tok, row_len=50)
