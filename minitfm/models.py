@@ -86,7 +86,8 @@ class _Transformer(nn.Module):
             raise ValueError(f"{name} is empty: got shape {tuple(tokens.shape)}, need (B >= 1, T >= 1)")
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= self.config.vocab_size:
-            raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), got min {low}, max {high}")
+            raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), "
+                             f"got min {low}, max {high}")
         if past + tokens.shape[1] > self.config.max_seq_len:
             raise ValueError(
                 f"{name}: {past} cached + {tokens.shape[1]} new tokens exceed max_seq_len={self.config.max_seq_len}"
@@ -116,7 +117,8 @@ class _Transformer(nn.Module):
         if caches is None:
             return 0
         if len(caches) != n_layers or not all(isinstance(c, LayerCache) for c in caches):
-            raise ValueError(f"caches must be a list of {n_layers} LayerCache (use model.new_caches), got {caches!r:.80}")
+            raise ValueError(f"caches must be a list of {n_layers} LayerCache (use model.new_caches), "
+                             f"got {caches!r:.80}")
         if cross and any(c.cross_attn is None for c in caches):
             raise ValueError("the encoder-decoder decoder needs cross-attention caches; use model.new_caches")
         return caches[0].length

@@ -8,7 +8,6 @@ the loop writes ``lr`` into the optimizer before every update.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import random
 import time
@@ -16,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ._checks import check_choice, check_positive_int, check_probability, check_tensor
@@ -69,7 +67,8 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
     check_tensor(logits, "logits", floating=True)
     check_probability(smoothing, "smoothing")
     if target.shape != logits.shape[:-1]:
-        raise ValueError(f"target must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, got {tuple(target.shape)}")
+        raise ValueError(f"target must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
+                         f"got {tuple(target.shape)}")
     keep = target != ignore_index  # (...)
     if not keep.any():
         raise ValueError("every target position equals ignore_index: there is nothing to learn from")
@@ -212,7 +211,8 @@ def save_checkpoint(path, model: torch.nn.Module) -> None:
 
 
 def load_checkpoint(path, map_location="cpu") -> torch.nn.Module:
-    """Rebuild a model saved by :func:`save_checkpoint`; safe loading (``weights_only=True``). Returns it in eval mode."""
+    """Rebuild a model saved by :func:`save_checkpoint` with safe loading (``weights_only=True``);
+    the model comes back in eval mode."""
     data = torch.load(path, map_location=map_location, weights_only=True)
     model = MODEL_CLASSES[data["kind"]](ModelConfig.from_dict(data["config"]))
     model.load_state_dict(data["state_dict"])
