@@ -88,7 +88,7 @@ def scaled_dot_product_attention(
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, Dh) @ (..., Dh, T_k) -> (..., T_q, T_k)
     if bias is not None:
-        scores = scores + bias
+        scores = scores + bias.to(scores.dtype)  # a float32 bias (ALiBi) must not promote fp16/bf16 scores
     if mask is not None:
         # The most negative finite number, not -inf: a fully masked row then stays finite (all
         # entries equal) instead of becoming exp(-inf - -inf) = NaN. Its weights are zeroed below.

@@ -118,3 +118,14 @@ def test_bad_shapes():
         scaled_dot_product_attention(q.long(), k, v)
     with pytest.raises(TypeError, match="must be a torch.Tensor, got list"):
         scaled_dot_product_attention([1.0], k, v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float32_bias_with_half_precision_inputs_matches_fused(dtype):
+    # alibi_bias returns float32; a model cast to fp16/bf16 must still run on the manual path
+    q, k, v = qkv(dtype=dtype)
+    bias = torch.randn(1, 3, 5, 7)
+    out, weights = scaled_dot_product_attention(q, k, v, bias=bias)
+    assert out.dtype == dtype and weights.dtype == dtype
+    fused, _ = scaled_dot_product_attention(q, k, v, bias=bias, impl="fused")
+    assert_close(out, fused, atol=2e-2, rtol=2e-2)
