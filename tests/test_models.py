@@ -164,3 +164,16 @@ def test_cache_overflow_and_wrong_caches_raise():
         ed = EncoderDecoder(config())
         memory, src_mask = ed.encode(tokens(1, 3))
         ed.decode(tokens(1, 1), memory, src_mask, caches=model.new_caches(1, 4))
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_bfloat16_model_matches_float32_model(pos):
+    # model.to(bfloat16) must run for every positional scheme (ALiBi's float32 bias used to crash the
+    # manual path) and stay close to the float32 model
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config(pos)).eval()
+    x = tokens(2, 6)
+    reference = model(x)
+    low = model.to(torch.bfloat16)(x)
+    assert low.dtype == torch.bfloat16
+    assert_close(low.float(), reference, atol=0.15, rtol=0.05)
