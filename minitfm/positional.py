@@ -30,6 +30,12 @@ def _positions(positions, seq_len: int | None, offset: int, device) -> torch.Ten
     return positions
 
 
+def _check_table_positions(pos: torch.Tensor) -> None:
+    """Tables are indexed by position: a negative index would silently read from the table's end."""
+    if pos.numel() and int(pos.min()) < 0:
+        raise ValueError(f"positions must be >= 0, got {int(pos.min())}")
+
+
 def sinusoidal_encoding(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     """The paper's table: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same angle).
 
@@ -67,9 +73,11 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, seq_len: int | None = None, offset: int = 0, positions: torch.Tensor | None = None):
         pos = _positions(positions, seq_len, offset, self.table.device)
+        _check_table_positions(pos)
         needed = int(pos.max()) + 1 if pos.numel() else 0
         if needed > self.table.shape[0]:  # extend instead of failing: the formula works for any position
-            self.table = sinusoidal_encoding(torch.arange(needed, device=self.table.device), self.d_model)
+            table = sinusoidal_encoding(torch.arange(needed, device=self.table.device), self.d_model)
+            self.table = table.to(self.table.dtype)  # keep the dtype of a model cast with .half()
         return self.table[pos]
 
 
@@ -87,6 +95,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, seq_len: int | None = None, offset: int = 0, positions: torch.Tensor | None = None):
         pos = _positions(positions, seq_len, offset, self.emb.weight.device)
+        _check_table_positions(pos)
         if pos.numel() and int(pos.max()) >= self.max_seq_len:
             raise ValueError(
                 f"learned positional embedding covers positions 0..{self.max_seq_len - 1} "
@@ -115,12 +124,29 @@ class RotaryEmbedding(nn.Module):
         if scale <= 0:
             raise ValueError(f"RoPE scale must be > 0, got {scale}")
         self.d_head, self.base, self.scale = d_head, base, scale
-        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)  # (Dh/2,)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("inv_freq", self._float32_inv_freq(), persistent=False)
+
+    def _float32_inv_freq(self) -> torch.Tensor:
+        return self.base ** (-torch.arange(0, self.d_head, 2, dtype=torch.float32) / self.d_head)  # (Dh/2,)
 
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
-        """(T,) or (B, T) positions -> (..., T, Dh/2) rotation angles."""
-        return (positions.float() / self.scale)[..., None] * self.inv_freq
+        """(T,) or (B, T) positions -> (..., T, Dh/2) rotation angles, always in float32."""
+        inv_freq = self.inv_freq
+        if inv_freq.dtype != torch.float32:
+            # model.half() / .to(bfloat16) rounds buffers too; theta_i with 8 bits of mantissa makes the
+            # angle pos * theta_i wrong by radians at large positions, so recompute it in float32.
+            inv_freq = self._float32_inv_freq().to(inv_freq.device)
+        return (positions.float() / self.scale)[..., None] * inv_freq
+
+    @staticmethod
+    def _check_positions(pos: torch.Tensor, x: torch.Tensor) -> None:
+        # Broadcasting would hide a mismatch: one position for T tokens rotates them all alike.
+        if pos.shape[-1] != x.shape[-2]:
+            raise ValueError(f"positions must have T={x.shape[-2]} entries (one per token of x "
+                             f"{tuple(x.shape)}), got {tuple(pos.shape)}")
+        if pos.dim() == 2 and x.dim() == 4 and pos.shape[0] not in (1, x.shape[0]):
+            raise ValueError(f"positions (B, T) must have B=1 or B={x.shape[0]} like x {tuple(x.shape)}, "
+                             f"got {tuple(pos.shape)}")
 
     def forward(self, x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Rotate x of shape (B, H, T, Dh) (or (..., T, Dh)); positions are ``offset + arange(T)``
@@ -129,6 +155,7 @@ class RotaryEmbedding(nn.Module):
         if x.dim() < 2 or x.shape[-1] != self.d_head:
             raise ValueError(f"RoPE expects (..., T, Dh={self.d_head}), got {tuple(x.shape)}")
         pos = _positions(positions, x.shape[-2], offset, x.device)
+        self._check_positions(pos, x)
         ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
         if ang.dim() == 3 and x.dim() == 4:
             ang = ang[:, None]  # (B, T, Dh/2) -> (B, 1, T, Dh/2), shared by all heads

@@ -112,3 +112,38 @@ def test_alibi_bias_penalises_distance_and_aligns_bottom_right():
     # 2 heads: slopes 2^(-8/2) = 1/16 and 1/256
     assert_close(bias[0, 0, 0], torch.tensor([-3.0, -2.0, -1.0, 0.0]) / 16)
     assert_close(alibi_bias(2, 4)[:, :, -1:], bias)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rope_keeps_float32_frequencies_when_cast_to_half_precision(dtype):
+    # model.half() casts buffers; rounding theta_i to 8 bits turns angle pos * theta_i into noise
+    reference, cast = RotaryEmbedding(64), RotaryEmbedding(64).to(dtype)
+    x = torch.randn(1, 1, 4, 64)
+    positions = torch.arange(1000, 1004)
+    expected = reference(x, positions=positions).to(dtype)
+    assert_close(cast(x.to(dtype), positions=positions), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_rope_rejects_positions_that_do_not_match_the_sequence():
+    rope = RotaryEmbedding(8)
+    with pytest.raises(ValueError, match=r"positions must have T=5 entries.*got \(1,\)"):
+        rope(torch.randn(1, 2, 5, 8), positions=torch.tensor([3]))  # would rotate all 5 tokens alike
+    with pytest.raises(ValueError, match=r"positions must have T=1 entries.*got \(5,\)"):
+        rope(torch.randn(1, 2, 1, 8), positions=torch.arange(5))  # would return 5 tokens for 1
+    with pytest.raises(ValueError, match=r"positions \(B, T\) must have B=1 .*got \(2, 5\)"):
+        rope(torch.randn(1, 2, 5, 8), positions=torch.arange(5).expand(2, 5))  # would double the batch
+    assert rope(torch.randn(3, 2, 5, 8), positions=torch.arange(5)[None]).shape == (3, 2, 5, 8)
+
+
+def test_sinusoidal_module_keeps_its_dtype_when_it_extends():
+    module = SinusoidalPositionalEncoding(8, max_seq_len=4).half()
+    assert module(3).dtype == torch.float16
+    assert module(10).dtype == torch.float16  # past the table: recomputed, still float16
+
+
+def test_table_encodings_reject_negative_positions():
+    # a negative index would silently read the table from its end
+    with pytest.raises(ValueError, match="positions must be >= 0, got -1"):
+        SinusoidalPositionalEncoding(8, max_seq_len=4)(positions=torch.tensor([-1, 0]))
+    with pytest.raises(ValueError, match="positions must be >= 0, got -2"):
+        LearnedPositionalEmbedding(8, 4)(2, offset=-2)
