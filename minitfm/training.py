@@ -69,9 +69,15 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
     if target.shape != logits.shape[:-1]:
         raise ValueError(f"target must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
                          f"got {tuple(target.shape)}")
+    if target.is_floating_point() or target.dtype == torch.bool:
+        raise TypeError(f"target must hold integer ids, got dtype {target.dtype}")
     keep = target != ignore_index  # (...)
     if not keep.any():
         raise ValueError("every target position equals ignore_index: there is nothing to learn from")
+    low, high = int(target[keep].min()), int(target[keep].max())
+    if low < 0 or high >= logits.shape[-1]:  # the clamp below would silently score a -1 as id 0
+        raise ValueError(f"target ids must be in [0, V={logits.shape[-1]}) or ignore_index={ignore_index}, "
+                         f"got min {low}, max {high}")
     log_probs = torch.log_softmax(logits.float(), dim=-1)  # (..., V)
     nll = -log_probs.gather(-1, target.clamp(min=0)[..., None])[..., 0]  # (...) -log p(right id)
     uniform = -log_probs.mean(dim=-1)  # (...) cross-entropy against the uniform distribution

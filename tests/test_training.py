@@ -127,3 +127,14 @@ def test_checkpoint_round_trip(tmp_path, model_cls):
     assert torch.equal(loaded(*args), model(*args))
     raw = torch.load(path, weights_only=True)  # safe loading works on the raw file
     assert set(raw) == {"kind", "config", "state_dict"}
+
+
+def test_label_smoothing_rejects_target_ids_outside_the_vocabulary():
+    logits = torch.randn(2, 3, 5)
+    negative = torch.tensor([[1, -1, 2], [0, 1, 2]])  # -1 is not the ignore_index (-100)
+    with pytest.raises(ValueError, match=r"target ids must be in \[0, V=5\) or ignore_index=-100, got min -1"):
+        label_smoothed_cross_entropy(logits, negative)  # used to be silently scored as id 0
+    with pytest.raises(ValueError, match=r"target ids must be in \[0, V=5\).*max 7"):
+        label_smoothed_cross_entropy(logits, torch.tensor([[1, 7, 2], [0, 1, 2]]))
+    with pytest.raises(TypeError, match="target must hold integer ids, got dtype torch.float32"):
+        label_smoothed_cross_entropy(logits, torch.zeros(2, 3))
