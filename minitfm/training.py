@@ -186,7 +186,11 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], config: TrainConfig,
     model.train()
     bar = tqdm(range(1, config.steps + 1), desc="training", disable=not progress, mininterval=0.5)
     for step in bar:
-        batch = next(stream).to(device)
+        batch = next(stream, None)
+        if batch is None:  # a bare StopIteration would not say what went wrong
+            raise ValueError(f"batches ran out after {step - 1} updates; config.steps={config.steps} needs "
+                             "an iterable at least that long (e.g. CopyTask.batches, which never ends)")
+        batch = batch.to(device)
         lr = config.lr_at(step)
         for group in optimizer.param_groups:
             group["lr"] = lr

@@ -138,3 +138,10 @@ def test_label_smoothing_rejects_target_ids_outside_the_vocabulary():
         label_smoothed_cross_entropy(logits, torch.tensor([[1, 7, 2], [0, 1, 2]]))
     with pytest.raises(TypeError, match="target must hold integer ids, got dtype torch.float32"):
         label_smoothed_cross_entropy(logits, torch.zeros(2, 3))
+
+
+def test_train_explains_a_batch_stream_shorter_than_the_steps():
+    model = EncoderDecoder(ModelConfig.tiny(vocab_size=13))
+    batches = [CopyTask().batch(4, torch.Generator().manual_seed(0))] * 2
+    with pytest.raises(ValueError, match="batches ran out after 2 updates; config.steps=5"):
+        train(model, batches, TrainConfig(steps=5, warmup=1), progress=False)
