@@ -222,8 +222,12 @@ def save_checkpoint(path, model: torch.nn.Module) -> None:
 
 def load_checkpoint(path, map_location="cpu") -> torch.nn.Module:
     """Rebuild a model saved by :func:`save_checkpoint` with safe loading (``weights_only=True``);
-    the model comes back in eval mode."""
+    the model comes back in eval mode, on ``map_location`` when that names a device."""
     data = torch.load(path, map_location=map_location, weights_only=True)
-    model = MODEL_CLASSES[data["kind"]](ModelConfig.from_dict(data["config"]))
+    # load_state_dict copies into the model's parameters wherever they are, so build the model on the
+    # requested device (building it there also keeps the tied embedding/head one matrix).
+    device = map_location if isinstance(map_location, (str, torch.device)) else "cpu"
+    with torch.device(device):
+        model = MODEL_CLASSES[data["kind"]](ModelConfig.from_dict(data["config"]))
     model.load_state_dict(data["state_dict"])
     return model.eval()

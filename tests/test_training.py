@@ -140,6 +140,15 @@ def test_label_smoothing_rejects_target_ids_outside_the_vocabulary():
         label_smoothed_cross_entropy(logits, torch.zeros(2, 3))
 
 
+def test_checkpoint_loads_onto_the_requested_device(tmp_path):
+    # "meta" stands in for a GPU: map_location must decide where the returned model lives
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, DecoderOnlyLM(ModelConfig.tiny(vocab_size=13)))
+    loaded = load_checkpoint(path, map_location="meta")
+    assert {p.device.type for p in loaded.parameters()} == {"meta"}
+    assert loaded.lm_head.weight is loaded.tok_emb.weight  # still tied
+
+
 def test_train_explains_a_batch_stream_shorter_than_the_steps():
     model = EncoderDecoder(ModelConfig.tiny(vocab_size=13))
     batches = [CopyTask().batch(4, torch.Generator().manual_seed(0))] * 2
