@@ -107,6 +107,10 @@ def _fused(q, k, v, mask, bias, dropout_p, scale) -> torch.Tensor:
         attn_mask = bias.to(q.dtype)
         if mask is not None:
             attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
+    if attn_mask is not None and attn_mask.dim() < q.dim():
+        # PyTorch's fast CPU kernels accept only masks with q's rank; others silently take the slow
+        # path that materialises the (T_q, T_k) weights. Add the missing leading axes (a free view).
+        attn_mask = attn_mask.reshape((1,) * (q.dim() - attn_mask.dim()) + tuple(attn_mask.shape))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     if mask is not None:
         # Older PyTorch releases return NaN for rows with no visible key; pin them to zero everywhere.

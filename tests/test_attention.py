@@ -129,3 +129,21 @@ def test_float32_bias_with_half_precision_inputs_matches_fused(dtype):
     assert out.dtype == dtype and weights.dtype == dtype
     fused, _ = scaled_dot_product_attention(q, k, v, bias=bias, impl="fused")
     assert_close(out, fused, atol=2e-2, rtol=2e-2)
+
+
+def test_fused_path_gives_torch_a_mask_of_the_queries_rank(monkeypatch):
+    # A (1, T, T) mask with 4-D queries makes PyTorch's CPU kernel fall back to the slow path that
+    # materialises the weights; the library must hand over a 4-D mask.
+    import minitfm.attention as attention
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kwargs):
+        seen.append(attn_mask.dim())
+        return real(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    q, k, v = qkv(t_q=6, t_k=6)
+    scaled_dot_product_attention(q, k, v, mask=causal_mask(6), impl="fused")
+    assert seen == [4]
