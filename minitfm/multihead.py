@@ -104,6 +104,9 @@ class MultiHeadAttention(nn.Module):
         self._check_input(x, "x")
         if memory is not None:
             self._check_input(memory, "memory")
+            if memory.shape[0] not in (1, x.shape[0]):
+                raise ValueError(f"memory must have batch size 1 or B={x.shape[0]} like x, got {memory.shape[0]} "
+                                 f"(x {tuple(x.shape)}, memory {tuple(memory.shape)})")
             if rope is not None:
                 raise ValueError("rope rotates positions within one sequence; it does not apply to cross-attention")
         offset = cache.length if (cache is not None and memory is None) else 0

@@ -141,3 +141,12 @@ def test_bad_inputs():
         mha(torch.randn(2, 5, 16), mask=torch.ones(2, 3, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="does not apply to cross-attention"):
         mha(torch.randn(2, 5, 16), torch.randn(2, 3, 16), rope=RotaryEmbedding(4))
+
+
+def test_memory_with_another_batch_size_raises_a_clear_error():
+    mha = MultiHeadAttention(16, 4)
+    for b_x, b_memory in [(1, 3), (2, 3)]:  # a reshape error deep inside, or a broadcasting one
+        with pytest.raises(ValueError, match=rf"memory must have batch size 1 or B={b_x} like x, got {b_memory}"):
+            mha(torch.randn(b_x, 2, 16), torch.randn(b_memory, 4, 16))
+    out, _ = mha(torch.randn(3, 2, 16), torch.randn(1, 4, 16))  # one memory shared by the batch still works
+    assert out.shape == (3, 2, 16)
