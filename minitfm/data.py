@@ -50,7 +50,7 @@ def pad_sequences(seqs: Sequence[torch.Tensor], pad_id: int, side: str = "right"
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     for i, s in enumerate(seqs):
         check_tensor(s, f"seqs[{i}]", ndim=1)
-    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=seqs[0].dtype)
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=seqs[0].dtype, device=seqs[0].device)
     for i, s in enumerate(seqs):
         if side == "right":
             out[i, : len(s)] = s

@@ -77,3 +77,11 @@ def test_batch_to_keeps_everything():
     batch = Batch(None, torch.ones(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long), pad_id=0)
     moved = batch.to("cpu")
     assert moved.src is None and moved.n_tokens == 0 and torch.equal(moved.tgt_in, batch.tgt_in)
+
+
+def test_pad_sequences_stays_on_the_sequences_device():
+    # "meta" stands in for a GPU: the padded batch must not silently come back on the CPU
+    seqs = [torch.ones(3, dtype=torch.long, device="meta"), torch.ones(1, dtype=torch.long, device="meta")]
+    for side in ("right", "left"):
+        out = pad_sequences(seqs, 0, side=side)
+        assert out.device.type == "meta" and out.shape == (2, 3)
