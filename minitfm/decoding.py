@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_positive_int, check_tensor
 from .data import Batch, pad_sequences
 from .models import DecoderOnlyLM, EncoderDecoder
 
@@ -41,6 +41,7 @@ def greedy_decode(model: torch.nn.Module, inputs: torch.Tensor, max_new_tokens: 
     check_positive_int(max_new_tokens, "max_new_tokens")
     if not isinstance(model, (EncoderDecoder, DecoderOnlyLM)):
         raise TypeError(f"greedy_decode needs an EncoderDecoder or DecoderOnlyLM, got {type(model).__name__}")
+    check_tensor(inputs, "inputs", ndim=2)  # (B, S) or (B, P); one prompt needs prompt[None]
     was_training = model.training
     model.eval()
     try:

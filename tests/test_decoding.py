@@ -66,3 +66,25 @@ def test_tiny_copy_task_reaches_100_percent():
     train(model, task.batches(cfg.batch_size, seed=0), cfg, progress=False)
     scores = evaluate(model, task.batch(200, torch.Generator().manual_seed(99)))
     assert scores == {"exact_match": 1.0, "token_accuracy": 1.0}
+
+
+@pytest.mark.parametrize("model_cls", [EncoderDecoder, DecoderOnlyLM])
+def test_greedy_decode_names_the_expected_input_rank(model_cls):
+    model = model_cls(ModelConfig.tiny(vocab_size=13))
+    with pytest.raises(ValueError, match=r"inputs must have 2 dimensions, got 1 with shape \(3,\)"):
+        greedy_decode(model, torch.tensor([3, 4, 5]), 2)  # one unbatched prompt: needs prompt[None]
+
+
+def test_greedy_loop_pads_rows_that_finished_and_stops_when_all_have():
+    from minitfm.decoding import _greedy_loop
+
+    script = torch.tensor([[5, 6], [2, 6], [7, 2], [7, 7]])  # step x row: row 0 ends at step 2, row 1 at 3
+    calls = []
+
+    def step(tokens):
+        calls.append(tokens.shape[1])
+        return torch.nn.functional.one_hot(script[len(calls) - 1], 13).float()  # (B, V)
+
+    out = _greedy_loop(step, torch.ones(2, 1, dtype=torch.long), 4, eos_id=2, pad_id=0)
+    assert out.tolist() == [[5, 2, 0], [6, 6, 2]]  # row 0's third token (7) was replaced by padding
+    assert calls == [1, 2, 3]  # no fourth step once every row had produced EOS
