@@ -118,10 +118,11 @@ def _lines(ax, curves: Mapping[str, Sequence[float]], x, name: str):
     if not curves:
         raise ValueError(f"{name} must be a non-empty dict {{label: values}}")
     for label, values in curves.items():
-        values = torch.as_tensor(values, dtype=torch.float32).flatten()
+        # detached float32 CPU copy: matplotlib needs numpy, which refuses grad, GPU and bf16 tensors
+        values = torch.as_tensor(values).detach().to("cpu", torch.float32).flatten()
         if values.numel() == 0:
             raise ValueError(f"{name}[{label!r}] is empty")
-        xs = torch.arange(values.numel()) if x is None else torch.as_tensor(x)
+        xs = torch.arange(values.numel()) if x is None else torch.as_tensor(x).detach().cpu()
         if xs.numel() != values.numel():
             raise ValueError(f"{name}[{label!r}] has {values.numel()} values but x has {xs.numel()}")
         ax.plot(xs.numpy(), values.numpy(), label=str(label))
@@ -176,7 +177,7 @@ def plot_distributions(before: torch.Tensor, after: torch.Tensor, labels=None, *
     """
     for name, p in (("before", before), ("after", after)):
         check_tensor(p, name, ndim=1, floating=True)
-        check_weights(p, name)
+    before, after = check_weights(before, "before"), check_weights(after, "after")  # detached float32 CPU
     if before.shape != after.shape:
         raise ValueError(f"before and after must have the same shape (V,), got {tuple(before.shape)} and {tuple(after.shape)}")
     labels = check_labels(labels, before.shape[0], "labels")

@@ -102,3 +102,16 @@ def test_plot_score_histogram_counts_every_score():
     scores = torch.randn(100)
     ax = plotting.plot_score_histogram({"scaled": scores}, bins=10).axes[0]
     assert sum(p.get_height() for p in ax.patches) == 100
+
+
+def test_plots_accept_tensors_that_require_grad_or_are_bfloat16():
+    # softmax of a model's logits outside no_grad, or a bf16 model's output: plot them as they are
+    logits = torch.tensor([2.0, 1.0, 0.0], requires_grad=True)
+    before = logits.softmax(-1)
+    after = (logits / 0.5).softmax(-1).bfloat16()
+    fig = plotting.plot_distributions(before, after, ["a", "b", "c"])
+    heights = [patch.get_height() for patch in fig.axes[0].patches]
+    assert heights[:3] == pytest.approx(before.tolist())
+    loss = torch.linspace(2.0, 1.0, 5, requires_grad=True) * 1.0
+    fig = plotting.plot_training_curves({"run": loss})
+    assert fig.axes[0].lines[0].get_ydata().tolist() == pytest.approx(loss.tolist())
