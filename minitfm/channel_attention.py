@@ -25,7 +25,7 @@ from ._checks import check_positive_int, check_tensor
 def _hidden_channels(channels: int, reduction: int, minimum: int = 1) -> int:
     check_positive_int(channels, "channels")
     check_positive_int(reduction, "reduction")
-    if reduction > channels:
+    if reduction > channels and minimum <= 1:  # with a floor (coordinate attention's 8) any ratio leaves some
         raise ValueError(f"reduction must be <= channels to leave at least one hidden channel, "
                          f"got reduction={reduction}, channels={channels}")
     return max(minimum, channels // reduction)

@@ -73,3 +73,11 @@ def test_bad_inputs_raise_clear_errors():
         CBAM(8, 2, kernel_size=4)
     with pytest.raises(ValueError, match="must have 4 dimensions"):
         CoordinateAttention(8, 2)(torch.randn(8, 3, 3))
+
+
+def test_coordinate_attention_default_reduction_works_for_few_channels():
+    # the paper's code: hidden = max(8, C // r), so C=16 with the default r=32 uses 8 hidden channels
+    ca = CoordinateAttention(16).eval()
+    assert ca.shared_conv.out_channels == 8
+    x = torch.randn(2, 16, 3, 5)
+    assert ca(x).shape == x.shape
