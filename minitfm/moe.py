@@ -95,7 +95,8 @@ class MoEFeedForward(nn.Module):
             if token_ids.numel() == 0:
                 continue  # an idle expert costs nothing
             expert_out = expert(tokens[token_ids])  # (N_e, D) -> (N_e, D)
-            out.index_add_(0, token_ids, expert_out * routing.weights[token_ids, slot, None])
+            weighted = expert_out * routing.weights[token_ids, slot, None]  # (N_e, D)
+            out.index_add_(0, token_ids, weighted.to(out.dtype))  # autocast may hand back bf16 experts
         return out.reshape(x.shape), routing  # (N, D) -> (B, T, D)
 
     def parameter_counts(self) -> tuple[int, int]:

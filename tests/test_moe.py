@@ -86,3 +86,15 @@ def test_bad_inputs_raise_clear_errors():
         MoEFeedForward(8, 2)(torch.randn(2, 3, 4))
     with pytest.raises(ValueError, match="ffn must be one of"):
         MoEFeedForward(8, 2, ffn="tanh")
+
+
+def test_moe_runs_under_bfloat16_autocast():
+    # under autocast the experts return bf16 while the output buffer is float32: index_add_ refused them
+    torch.manual_seed(0)
+    moe = MoEFeedForward(8, n_experts=4, top_k=2)
+    x = torch.randn(2, 5, 8)
+    reference, _ = moe(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = moe(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, reference, atol=5e-2, rtol=5e-2)
