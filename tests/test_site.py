@@ -248,7 +248,9 @@ EXPLORER_JS = r"""
 (async (index) => {
   const root = document.querySelectorAll('[data-minitfm-explorer]')[index];
   const name = root.getAttribute('data-minitfm-explorer');
-  const control = root.querySelector('input[type="range"], select');
+  // the first control that can take another value (a select with one option cannot)
+  const control = [...root.querySelectorAll('input[type="range"], select')].find(c => !c.disabled &&
+    (c.tagName === 'SELECT' ? c.options.length > 1 : (c.max === '' ? 100 : +c.max) > (c.min === '' ? 0 : +c.min)));
   if (!control) return {name, control: null};
   const readout = root.querySelector('[data-minitfm-readout]');
   const state = () => readout ? readout.textContent : root.innerHTML;
