@@ -1,11 +1,18 @@
 import pytest
 import torch
 
-from minitfm.corpus import generate_sentences, lm_rows, make_tokenizer
+from minitfm.corpus import generate_sentences, lm_rows, make_tokenizer, validity
 from minitfm.decoding import greedy_decode
 from minitfm.generation import generate
 from minitfm.models import DecoderOnlyLM
-from minitfm.small_lm import lm_batches, perplexity_and_loss, sample_texts, small_lm_config, train_small_lm
+from minitfm.small_lm import (
+    load_small_lm,
+    lm_batches,
+    perplexity_and_loss,
+    sample_texts,
+    small_lm_config,
+    train_small_lm,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -56,3 +63,13 @@ def test_sample_texts_and_greedy_agree_with_greedy_decode():
     assert texts[1].startswith("the cats near") and len(texts) == 2
     with pytest.raises(ValueError, match="2 prompts for n=3"):
         sample_texts(model, 3, 10, prompts=["the", "a"])
+
+
+def test_shipped_checkpoint_loads_and_writes_the_language():
+    model = load_small_lm()
+    assert isinstance(model, DecoderOnlyLM) and not model.training
+    assert model.config == small_lm_config().resolved()
+    loss, _ = perplexity_and_loss(model, generate_sentences(100, seed=1))
+    assert loss < 2.6  # an untrained model scores about log(V) = 4.4 nats or worse
+    texts = sample_texts(model, 20, do_sample=True, generator=torch.Generator().manual_seed(0))
+    assert validity(texts, complete_only=True) > 0.8
