@@ -10,6 +10,7 @@ elsewhere. The repository URL comes from one place: ``repository.url`` in ``_con
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -87,6 +88,9 @@ def check(paths: list[Path]) -> int:
 def execute(paths: list[Path], timeout: int = 600) -> int:
     from nbclient import NotebookClient
 
+    # Busy-waiting OpenMP threads make torch ~10x slower when another process shares the cores;
+    # passive waiting changes no result. The kernel inherits this environment.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()
