@@ -56,8 +56,11 @@ from .training import (
 from .decoding import evaluate, exact_match, greedy_decode, token_accuracy
 # Generation (chapters 7 and 8)
 from .cache import ConcatKVCache, KVCache
-from .sampling import RepetitionPenalty, Temperature, TopK, TopP, apply_processors
-from .generation import beam_search, generate
+from .sampling import LogitsProcessor, RepetitionPenalty, Temperature, TopK, TopP, apply_processors
+from .generation import BeamSearchOutput, GenerationOutput, beam_search, generate
+from .memory import kv_cache_bytes
+from .tokenizer import WordTokenizer
+from .small_lm import load_small_lm
 from .device import pick_device
 
 __version__ = "0.1.0"
@@ -88,6 +91,7 @@ __all__ = [
     "TrainConfig", "History", "train", "noam_lr", "buggy_noam_lr", "warmup_cosine_lr",
     "label_smoothed_cross_entropy", "set_seed", "save_checkpoint", "load_checkpoint",
     "greedy_decode", "evaluate", "exact_match", "token_accuracy",
-    "KVCache", "ConcatKVCache", "Temperature", "TopK", "TopP", "RepetitionPenalty", "apply_processors",
-    "generate", "beam_search", "pick_device",
+    "KVCache", "ConcatKVCache", "LogitsProcessor", "Temperature", "TopK", "TopP", "RepetitionPenalty",
+    "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput",
+    "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device",
 ]
