@@ -13,14 +13,6 @@ POSITIONS = ["sinusoidal", "learned", "rope", "alibi", "none"]
 EOS, PAD = 2, 0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # these tensors are tiny: extra threads only add synchronisation (and contention on a shared machine)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def lm(**overrides):
     torch.manual_seed(0)

@@ -15,13 +15,6 @@ from minitfm.small_lm import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_config_matches_tokenizer():
     tok = make_tokenizer()
