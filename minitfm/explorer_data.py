@@ -278,6 +278,18 @@ def example_batch() -> tuple[torch.Tensor, list[list[str]], int]:
     return tokens, labels, 0
 
 
+def mask_batch(tokens=None, labels=None, pad_id: int = 0) -> tuple[torch.Tensor, list[list[str]], int]:
+    """The mask explorers' input: ``(tokens (B, T), labels per sequence, pad_id)``, the example batch by
+    default, labels defaulting to the token ids; one label list per sequence, each of length T."""
+    if tokens is None:
+        tokens, labels, pad_id = example_batch()
+    labels = labels or [[str(int(t)) for t in row] for row in tokens]
+    if len(labels) != tokens.shape[0]:
+        raise ValueError(f"labels has {len(labels)} sequences but tokens has B = {tokens.shape[0]}")
+    rows = [check_labels(row, tokens.shape[1], f"labels[{b}]") for b, row in enumerate(labels)]
+    return tokens, rows, pad_id
+
+
 def example_logits() -> tuple[torch.Tensor, list[str], torch.Tensor]:
     """Next-token logits after "the cat sat on the": (logits (V,), vocabulary labels, history (T,) ids)."""
     scores = {"mat": 3.0, "the": 2.4, "floor": 2.2, "cat": 1.9, "sofa": 1.6, "a": 1.2, "dog": 1.0, "red": 0.7,

@@ -114,11 +114,7 @@ def scaling_explorer(seq_len: int = 8, seed: int = 0) -> Explorer:
 
 def mask_explorer(tokens=None, labels=None, pad_id: int = 0) -> Explorer:
     """Padding, causal or both on a padded (B, T) batch: the mask and the weights it gives equal scores."""
-    if tokens is None:
-        tokens, labels, pad_id = xd.example_batch()
-    labels = labels or [[str(int(t)) for t in row] for row in tokens]
-    if len(labels) != tokens.shape[0]:
-        raise ValueError(f"labels has {len(labels)} sequences but tokens has B = {tokens.shape[0]}")
+    tokens, labels, pad_id = xd.mask_batch(tokens, labels, pad_id)
     controls = {
         "kind": widgets.Dropdown(options=list(xd.MASK_KINDS), value="both", description="mask"),
         "sequence": widgets.IntSlider(0, 0, tokens.shape[0] - 1, description="sequence"),
@@ -127,7 +123,7 @@ def mask_explorer(tokens=None, labels=None, pad_id: int = 0) -> Explorer:
     def draw(kind, sequence):
         data = xd.mask_data(tokens, pad_id, kind)
         mask, weights = data["mask"][sequence], data["weights"][sequence]  # (B, T, T) -> (T, T)
-        row = xd.check_labels(labels[sequence], tokens.shape[1], f"labels[{sequence}]")
+        row = labels[sequence]
         fig, axes = _panels(2)
         plotting.plot_attention(mask.float(), row, row, title=f"{kind} mask (1 = may attend)", ax=axes[0])
         plotting.plot_attention(weights, row, row, title="weights for equal scores", ax=axes[1])

@@ -201,12 +201,7 @@ def static_scaling_explorer(seq_len: int = 8, d_k_values=tuple(2 ** i for i in r
 
 def static_mask_explorer(tokens=None, labels=None, pad_id: int = 0) -> StaticExplorer:
     """Padding / causal / both on a padded (B, T) batch: the mask and the weights it gives equal scores."""
-    if tokens is None:
-        tokens, labels, pad_id = xd.example_batch()
-    labels = labels or [[str(int(t)) for t in row] for row in tokens]
-    if len(labels) != tokens.shape[0]:
-        raise ValueError(f"labels has {len(labels)} sequences but tokens has B = {tokens.shape[0]}")
-    rows = [xd.check_labels(row, tokens.shape[1], f"labels[{b}]") for b, row in enumerate(labels)]
+    tokens, rows, pad_id = xd.mask_batch(tokens, labels, pad_id)
     data = [xd.mask_data(tokens, pad_id, kind) for kind in xd.MASK_KINDS]
     by_seq = {"by": "sequence", "names": [f"seq{b}" for b in range(len(rows))]}
     common = {"index": ["kind", "sequence"], "vmin": 0.0, "vmax": 1.0, "rows": by_seq, "cols": by_seq,
