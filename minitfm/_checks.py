@@ -23,6 +23,13 @@ def check_tensor(x, name: str, *, ndim: int | Sequence[int] | None = None, float
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
 
 
+def check_token_ids(x, name: str, *, ndim: int | Sequence[int] | None = 2) -> None:
+    """Raise unless ``x`` is a tensor of integer token ids (not float, not bool) of the given rank."""
+    check_tensor(x, name, ndim=ndim)
+    if x.is_floating_point() or x.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {x.dtype}")
+
+
 def check_positive_int(value, name: str) -> None:
     """Raise unless ``value`` is an int >= 1 (bools are rejected)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int, check_tensor, check_token_ids
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -24,9 +24,7 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
         (B, 1, 1, T) boolean mask, ``True`` for real tokens. The two singleton axes broadcast over heads
         and queries: every query may look at every real key of its own sequence.
     """
-    check_tensor(tokens, "tokens", ndim=2)
-    if tokens.is_floating_point():
-        raise TypeError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+    check_token_ids(tokens, "tokens")
     return (tokens != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 

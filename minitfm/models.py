@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._checks import check_tensor
+from ._checks import check_tensor, check_token_ids
 from .blocks import DecoderBlock, EncoderBlock, LayerCache
 from .cache import KVCache
 from .config import ModelConfig
@@ -79,9 +79,7 @@ class _Transformer(nn.Module):
         return make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.norm_first else nn.Identity()
 
     def check_tokens(self, tokens: torch.Tensor, name: str, past: int = 0) -> None:
-        check_tensor(tokens, name, ndim=2)
-        if tokens.is_floating_point() or tokens.dtype == torch.bool:
-            raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+        check_token_ids(tokens, name)
         if tokens.numel() == 0:
             raise ValueError(f"{name} is empty: got shape {tuple(tokens.shape)}, need (B >= 1, T >= 1)")
         low, high = int(tokens.min()), int(tokens.max())

@@ -19,14 +19,12 @@ from typing import Iterable
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int, check_tensor, check_token_ids
 
 
 def _check_inputs(tokens: torch.Tensor, logits: torch.Tensor) -> None:
     check_tensor(logits, "logits", ndim=2, floating=True)
-    check_tensor(tokens, "tokens", ndim=2)
-    if tokens.is_floating_point():
-        raise TypeError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+    check_token_ids(tokens, "tokens")
     if tokens.shape[0] != logits.shape[0]:
         raise ValueError(f"tokens (B, T) and logits (B, V) must share B, got {tuple(tokens.shape)} and {tuple(logits.shape)}")
 

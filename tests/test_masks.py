@@ -43,3 +43,8 @@ def test_mask_errors():
         padding_mask(torch.zeros(2, 3), 0)
     with pytest.raises(TypeError, match="masks must be boolean.*mask 1 has dtype torch.int64"):
         combine_masks(causal_mask(2), torch.ones(1, 2, 2, dtype=torch.long))
+
+
+def test_padding_mask_rejects_boolean_tokens():
+    with pytest.raises(TypeError, match="tokens must hold integer token ids, got dtype torch.bool"):
+        padding_mask(torch.ones(2, 3, dtype=torch.bool), 0)
