@@ -1,6 +1,5 @@
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -12,8 +11,9 @@ import torch
 
 from minitfm import static_explorers as se
 from minitfm.explorer_data import example_logits
+from site_browser import CHROMIUM_FLAGS, find_chromium
 
-CHROMIUM = os.environ.get("MINITFM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = find_chromium()  # $CHROMIUM, else chromium / google-chrome on PATH (shared with the site test)
 
 
 def _weights():
@@ -127,9 +127,7 @@ def _run_chromium(page: Path) -> str:
     profile = tempfile.mkdtemp(prefix="minitfm-chromium-")
     try:
         result = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--window-size=900,2000",
+            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--window-size=900,2000",
              "--dump-dom", page.as_uri()],
             capture_output=True, text=True, timeout=120)
     finally:
@@ -137,8 +135,8 @@ def _run_chromium(page: Path) -> str:
     return result.stdout
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"headless browser test needs Chromium at {CHROMIUM} "
-                    "(set MINITFM_CHROMIUM to another path)")
+@pytest.mark.skipif(CHROMIUM is None, reason="headless browser test needs Chromium: install it "
+                    "(apt-get install chromium) or set CHROMIUM to its path")
 def test_explorers_respond_to_controls_in_headless_chromium(tmp_path):
     explorers = _all_explorers() + [se.static_attention_explorer(_weights(), list("abcd"), list("xyz"))]
     page = tmp_path / "page.html"
