@@ -61,7 +61,8 @@ from .generation import BeamSearchOutput, GenerationOutput, beam_search, generat
 from .memory import kv_cache_bytes
 from .tokenizer import WordTokenizer
 from .small_lm import load_small_lm
-from .device import pick_device
+from .device import pick_device, set_threads
+from .claims import judge, seed_table
 
 __version__ = "0.1.0"
 
@@ -93,5 +94,5 @@ __all__ = [
     "greedy_decode", "evaluate", "exact_match", "token_accuracy",
     "KVCache", "ConcatKVCache", "LogitsProcessor", "Temperature", "TopK", "TopP", "RepetitionPenalty",
     "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput",
-    "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device",
+    "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device", "set_threads", "judge", "seed_table",
 ]

@@ -1,3 +1,4 @@
+import pytest
 import subprocess
 import sys
 
@@ -19,3 +20,23 @@ def test_model_code_does_not_import_plotting_or_widgets():
 def test_plotting_modules_load_on_first_use():
     assert minitfm.plotting.plot_attention.__module__ == "minitfm.plotting"
     assert hasattr(minitfm.static_explorers, "static_attention_explorer")
+
+
+def test_set_threads_uses_the_default_unless_the_environment_overrides_it(monkeypatch):
+    import torch
+
+    from minitfm.device import set_threads
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("MINITFM_NUM_THREADS", raising=False)
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("MINITFM_NUM_THREADS", "2")
+        assert set_threads(1) == 2 and torch.get_num_threads() == 2
+        monkeypatch.setenv("MINITFM_NUM_THREADS", "two")
+        with pytest.raises(ValueError, match="MINITFM_NUM_THREADS must be a positive whole number"):
+            set_threads(1)
+        with pytest.raises(ValueError, match="default must be a positive whole number"):
+            set_threads(0)
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,93 @@
+"""Verdicts on rules of thumb, computed from the reader's own run.
+
+A claim is tested in four beats: the rule is stated *before* the run ("confirmed if every seed's loss
+stays above 2.0"), the run repeats the experiment over several seeds, the evidence is shown per seed,
+and the verdict is computed from this run's numbers by the stated rule. This module holds the two
+pieces every chapter shares: a per-seed table and the verdict from per-seed outcomes.
+
+    rule = "every seed's Post-LN-without-warmup loss stays above 2.0"
+    print(seed_table({"Post-LN, no warmup": [2.31, 1.99, 2.30]}, seeds=[0, 1, 2]))
+    print(judge(rule, [loss > 2.0 for loss in losses]))
+    # -> "mixed: the rule held on 2 of 3 seeds (every seed's ...)"
+
+Library code never prints: both functions return strings for the notebook to print.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+__all__ = ["judge", "seed_table"]
+
+
+def judge(rule: str, held: Sequence[bool], *, every: str = "confirmed", some: str = "mixed",
+          none: str = "contradicted") -> str:
+    """The verdict of ``rule`` given, for each seed, whether it held.
+
+    ``every`` is the word when the rule held on every seed, ``none`` when it held on none and ``some``
+    otherwise (a result that differs between seeds is reported as such, never rounded to a verdict).
+    Returns e.g. ``"confirmed: the rule held on 5 of 5 seeds (<rule>)"``.
+    """
+    if not isinstance(rule, str) or not rule.strip():
+        raise TypeError(f"rule must be a non-empty string stating the test, got {rule!r}")
+    if isinstance(held, (str, bytes)) or not hasattr(held, "__len__"):
+        raise TypeError(f"held must be a sequence of booleans, one per seed, got {type(held).__name__}")
+    outcomes = list(held)
+    if not outcomes:
+        raise ValueError("held is empty: a verdict needs at least one seed")
+    # numpy's and torch's one-element booleans count as booleans; numbers do not (1.0 is not a verdict)
+    bad = [h for h in outcomes if not isinstance(h, bool) and type(h).__name__ not in ("bool_", "bool")
+           and not (hasattr(h, "dtype") and str(h.dtype) in ("bool", "torch.bool"))]
+    if bad:
+        raise TypeError(f"held must hold booleans (one per seed), got {bad[0]!r} ({type(bad[0]).__name__})")
+    count, n = sum(bool(h) for h in outcomes), len(outcomes)
+    word = every if count == n else none if count == 0 else some
+    return f"{word}: the rule held on {count} of {n} seeds ({rule})"
+
+
+def _check_row(label, values, n_seeds):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"results[{label!r}] must be a sequence with one number per seed, got {type(values).__name__}")
+    if len(values) != n_seeds:
+        raise ValueError(f"results[{label!r}] has {len(values)} values but there are {n_seeds} seeds")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+            raise TypeError(f"results[{label!r}] must hold numbers, got {v!r} ({type(v).__name__})")
+
+
+def seed_table(results: Mapping[str, Sequence[float]], seeds: Sequence[int], *, fmt: str = ".3f",
+               label: str = "") -> str:
+    """A text table: one row per setting, one column per seed, then the mean and the range (min to max).
+
+    ``results`` maps a setting's name to its numbers, one per seed in the order of ``seeds``; ``fmt`` is
+    the format spec of every number (``".3f"``, ``".1%"``, ``".2e"``). NaN is shown as ``nan`` and is left
+    out of the mean and range, which are ``nan`` when every seed diverged.
+    """
+    if not isinstance(results, Mapping) or not results:
+        raise TypeError(f"results must be a non-empty mapping {{setting: [one number per seed]}}, got {results!r:.60}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds is empty: the table needs at least one seed")
+    for name, values in results.items():
+        _check_row(name, values, len(seeds))
+    try:
+        format(1.0, fmt)
+    except ValueError as err:
+        raise ValueError(f"fmt must be a format spec for one number such as '.3f', got {fmt!r}") from err
+
+    def cell(v):
+        return "nan" if math.isnan(v) else format(v, fmt)
+
+    rows = []
+    for name, values in results.items():
+        values = [float(v) for v in values]
+        finite = [v for v in values if not math.isnan(v)]
+        mean = sum(finite) / len(finite) if finite else math.nan
+        spread = f"{cell(min(finite))} to {cell(max(finite))}" if finite else "nan"
+        rows.append([str(name)] + [cell(v) for v in values] + [cell(mean), spread])
+    header = [label] + [f"seed {s}" for s in seeds] + ["mean", "range"]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    return "\n".join(line.rstrip() for line in lines)
