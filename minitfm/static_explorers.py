@@ -34,9 +34,17 @@ _instances = itertools.count()  # ids from a counter and a hash, never random: n
 _DATA_RE = re.compile(r'<script type="application/json" data-minitfm-data>(.*?)</script>', re.S)
 
 
-def encode_array(x: torch.Tensor) -> dict:
-    """A tensor as ``{"shape": [...], "b64": little-endian float32 bytes in base64}``."""
-    data = np.ascontiguousarray(x.detach().cpu().float().numpy(), dtype="<f4")
+DECIMALS = 4  # the page shows at most 3 decimals; rounding keeps float noise (CPU, threads) out of most bytes
+
+
+def encode_array(x: torch.Tensor, decimals: int = DECIMALS) -> dict:
+    """A tensor as ``{"shape": [...], "b64": little-endian float32 bytes in base64}``, rounded to ``decimals``.
+
+    Rounding makes the embedded bytes the same on machines whose last float bits differ, except for a value
+    that sits on a rounding boundary; nbval normalises the data block for that case (tests/nbval_sanitize.cfg).
+    """
+    rounded = torch.round(x.detach().cpu().float(), decimals=decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
+    data = np.ascontiguousarray(rounded.numpy(), dtype="<f4")
     return {"shape": list(x.shape), "b64": base64.b64encode(data.tobytes()).decode("ascii")}
 
 
