@@ -1,4 +1,5 @@
 import itertools
+import math
 
 import pytest
 import torch
@@ -129,16 +130,80 @@ def test_repetition_penalty_changes_greedy_output():
     assert repeats(penalised) < repeats(plain)
 
 
-def test_beam_with_one_beam_equals_greedy():
-    model = lm(pos="rope", n_kv_heads=1)
+def forbid_eos(model):
+    """Give <eos> probability 0 in every forward pass (a hook on the output layer), so no beam finishes."""
+    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([EOS]), float("-inf")))
+    return model
+
+
+def test_beam_with_one_beam_and_no_eos_equals_greedy():
+    # one live beam takes the best non-eos token every step; finished hypotheses aside, that is greedy
+    model = forbid_eos(lm(pos="rope", n_kv_heads=1))
     greedy = generate(model, padded_prompt(), 10)
     beam = beam_search(model, padded_prompt(), 10, num_beams=1)
     assert torch.equal(beam.tokens, greedy.tokens)
     torch.manual_seed(0)
-    ed = EncoderDecoder(ModelConfig.tiny())
+    ed = forbid_eos(EncoderDecoder(ModelConfig.tiny()))
     src, start = torch.tensor([[1, 5, 6, 2], [1, 7, 2, PAD]]), torch.ones(2, 1, dtype=torch.long)
     assert torch.equal(beam_search(ed, start, 8, num_beams=1, src=src).tokens,
                        generate(ed, start, 8, src=src).tokens)
+
+
+def bigram_lm(next_probs, vocab_size):
+    """A tiny LM rigged to predict ``next_probs[last token]`` ({token: probability}; the rest shares 1e-6).
+
+    The real model still runs (so its caches fill and are reordered as usual); a hook replaces its logits.
+    """
+    table = torch.full((vocab_size, vocab_size), 1e-6)
+    for prev, probs in next_probs.items():
+        for tok, prob in probs.items():
+            table[prev, tok] = prob
+    logits = (table / table.sum(-1, keepdim=True)).log()  # (V, V): row = previous token
+    model = lm(vocab_size=vocab_size)
+    model.register_forward_hook(lambda module, args, out: logits[args[0]])  # (B, T) -> (B, T, V)
+    return model
+
+
+def test_finished_beam_is_not_pushed_out_by_live_beams():
+    # after <bos>, <eos> (0.25) is the second best of 2 beams; both continuations of "3" (0.35 each) beat it at
+    # the next step, then fall to 0.175, 0.0875, ... A beam search that keeps finished beams in the K slots loses
+    # the finished one; with a separate list of finished hypotheses it is returned.
+    model = bigram_lm({1: {3: 0.7, EOS: 0.25, 4: 0.05}, 3: {5: 0.5, 6: 0.5},
+                       5: {5: 0.5, 6: 0.5}, 6: {5: 0.5, 6: 0.5}}, vocab_size=8)
+    out = beam_search(model, torch.tensor([[1]]), 6, num_beams=2, length_penalty=0.0)
+    assert out.new_tokens[0, 0].item() == EOS and (out.new_tokens[0, 1:] == PAD).all()
+    assert out.scores[0].item() == pytest.approx(math.log(0.25), abs=1e-4)
+    assert (out.beam_scores[0, 1:] <= out.beam_scores[0, 0]).all()
+
+
+def test_finished_beam_wins_under_length_penalty():
+    # with length_penalty=1 hypotheses are ranked by mean log-probability per token. [<eos>] scores log 0.3;
+    # the two live beams through "3" (0.31 each at step 2) push it out of a 2-slot beam, then lose
+    # log 7 per token: after 6 tokens their mean is below log 0.3
+    spread = {t: 1 / 7 for t in range(5, 12)}
+    model = bigram_lm({1: {3: 0.62, EOS: 0.3, 4: 0.08}, 3: {5: 0.5, 6: 0.5}, **{t: spread for t in range(5, 12)}},
+                      vocab_size=12)
+    out = beam_search(model, torch.tensor([[1]]), 6, num_beams=2, length_penalty=1.0)
+    assert out.new_tokens[0, 0].item() == EOS
+    assert out.scores[0].item() == pytest.approx(math.log(0.3), abs=1e-4)
+    best_live = (math.log(0.62) + math.log(0.5) + 4 * math.log(1 / 7)) / 6
+    assert out.scores[0].item() > best_live + 0.1
+
+
+def test_beam_search_stops_when_no_live_beam_can_win():
+    # <eos> is likely after every token: after 2 steps the 2 finished hypotheses (0.9 and 0.09) beat the best
+    # live beam's 0.01, which can only fall, so the search stops long before max_new_tokens
+    model = bigram_lm({t: {EOS: 0.9, 3: 0.06, 4: 0.04} for t in (1, 3, 4)}, vocab_size=6)
+    prompt = torch.tensor([[1], [1]])
+    out = beam_search(model, prompt, 20, num_beams=2, length_penalty=0.0)
+    assert out.new_tokens.shape == (2, 2)
+    assert out.new_tokens[:, 0].tolist() == [EOS, EOS]
+    assert out.beams[0, 1, 1:].tolist() == [3, EOS]
+    torch.testing.assert_close(out.beam_scores[0], torch.tensor([math.log(0.9), math.log(0.06 * 0.9)]))
+    # with length_penalty=1 a live beam's best possible score is its sum / 20 (the longest it may grow), so the
+    # search runs on until the live sums (about log 0.06 per step) make even that hopeless: later, but not to 20
+    long = beam_search(model, prompt, 20, num_beams=2, length_penalty=1.0)
+    assert 2 < long.new_tokens.shape[1] < 20 and long.new_tokens[0, 0].item() == EOS
 
 
 def _sequence_score(model, prefix, seq, length_penalty):
@@ -182,6 +247,16 @@ def test_beam_search_cached_equals_uncached_and_batches():
     assert torch.equal(alone.new_tokens, a.new_tokens[:1, : alone.new_tokens.shape[1]])
 
 
+def test_encoder_decoder_beam_search_cached_equals_uncached():
+    torch.manual_seed(0)
+    ed = EncoderDecoder(ModelConfig.tiny(n_kv_heads=1))
+    src, start = torch.tensor([[1, 5, 6, 2], [1, 7, 2, PAD]]), torch.ones(2, 1, dtype=torch.long)
+    a = beam_search(ed, start, 8, num_beams=3, src=src)
+    b = beam_search(ed, start, 8, num_beams=3, src=src, use_cache=False)
+    assert torch.equal(a.beams, b.beams)
+    torch.testing.assert_close(a.beam_scores, b.beam_scores)
+
+
 def test_generate_restores_training_mode():
     model = lm(dropout=0.1)
     model.train()
@@ -205,6 +280,8 @@ def test_bad_input_raises():
         generate(torch.nn.Linear(2, 2), prompt, 3)
     with pytest.raises(ValueError, match="num_beams must be >= 1"):
         beam_search(model, prompt, 3, num_beams=0)
+    with pytest.raises(ValueError, match=r"eos_id must be a token id in \[0, 16\)"):
+        beam_search(model, prompt, 3, eos_id=-1)
     ed = EncoderDecoder(ModelConfig.tiny())
     with pytest.raises(ValueError, match="needs the source"):
         generate(ed, prompt, 3)
