@@ -132,7 +132,8 @@ def test_repetition_penalty_changes_greedy_output():
 
 def forbid_eos(model):
     """Give <eos> probability 0 in every forward pass (a hook on the output layer), so no beam finishes."""
-    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([EOS]), float("-inf")))
+    no_eos = torch.tensor([EOS])
+    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, no_eos, float("-inf")))
     return model
 
 
