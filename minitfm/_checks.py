@@ -5,6 +5,7 @@ that names what was expected and what arrived. These helpers keep those messages
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -26,8 +27,8 @@ def check_tensor(x, name: str, *, ndim: int | Sequence[int] | None = None, float
 def check_token_ids(x, name: str, *, ndim: int | Sequence[int] | None = 2) -> None:
     """Raise unless ``x`` is a tensor of integer token ids (not float, not bool) of the given rank."""
     check_tensor(x, name, ndim=ndim)
-    if x.is_floating_point() or x.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids, got dtype {x.dtype}")
+    if x.dtype not in (torch.long, torch.int32):  # what nn.Embedding accepts; uint8 would fail there
+        raise TypeError(f"{name} must hold integer token ids, got dtype {x.dtype} (expected torch.long or torch.int32)")
 
 
 def check_positive_int(value, name: str) -> None:
@@ -53,3 +54,59 @@ def check_choice(value, name: str, choices: Sequence[str]) -> None:
     if value not in choices:
         options = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name} must be one of {options}; got {value!r}")
+
+
+def check_number(value, name: str, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False, integer: bool = False) -> None:
+    """Raise unless ``value`` is a finite real number (an int with ``integer``) inside the given bounds.
+
+    ``low``/``high`` are inclusive unless ``low_open``/``high_open``. Booleans, strings, ``None``, NaN and
+    infinities are rejected: a NaN would pass every ``<= 0`` comparison and poison the run silently.
+    """
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        if not integer and isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+            value = value.item()  # a one-element float tensor is a number
+        else:
+            want = "an int" if integer else "a number"
+            raise TypeError(f"{name} must be {want}, got {type(value).__name__} ({value!r:.40})")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        if low is not None and high is not None:
+            cond = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        elif low is not None:
+            cond = f"{'>' if low_open else '>='} {low:g}"
+        else:
+            cond = f"{'<' if high_open else '<='} {high:g}"
+        raise ValueError(f"{name} must be {cond}, got {value}")
+
+
+def check_same_dtype(*named: tuple[str, torch.Tensor]) -> None:
+    """Raise unless every ``(name, tensor)`` pair shares one floating dtype (say which to cast)."""
+    dtypes = {name: t.dtype for name, t in named}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{name} {str(d).removeprefix('torch.')}" for name, d in dtypes.items())
+        raise TypeError(f"dtypes must match, got {listed}; cast one with .to(dtype) (or use torch.autocast)")
+
+
+def check_module_input(x, name: str, module: torch.nn.Module, d_model: int) -> None:
+    """Raise unless ``x`` is a floating tensor (..., D) whose dtype matches the module's parameters."""
+    check_tensor(x, name, floating=True)
+    if x.dim() < 1 or x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape (..., D={d_model}), got {tuple(x.shape)}")
+    param = next(module.parameters(), None)
+    if param is not None and param.dtype != x.dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(f"{name} has dtype {str(x.dtype).removeprefix('torch.')} but {type(module).__name__}'s weights are "
+                        f"{str(param.dtype).removeprefix('torch.')}; cast the input (x.to(...)), the module "
+                        "(module.to(...)), or run under torch.autocast")
+
+
+def broadcast_or_raise(shape_a, shape_b, message: str) -> torch.Size:
+    """``torch.broadcast_shapes(shape_a, shape_b)``, raising ``ValueError(message)`` when they do not broadcast."""
+    try:
+        return torch.broadcast_shapes(tuple(shape_a), tuple(shape_b))
+    except RuntimeError:
+        raise ValueError(message) from None

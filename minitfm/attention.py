@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_choice, check_probability, check_tensor
+from ._checks import broadcast_or_raise, check_choice, check_number, check_probability, check_same_dtype, check_tensor
 
 IMPLEMENTATIONS = ("manual", "fused")
 
@@ -26,9 +26,16 @@ def _check_inputs(q, k, v, mask, bias) -> None:
             raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dimensions, got {tuple(t.shape)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share their last dimension d_k, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if q.shape[-1] == 0:
+        raise ValueError(f"the head dimension d_k must be >= 1 (attention divides by sqrt(d_k)), got q {tuple(q.shape)}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of keys T_k, got k {tuple(k.shape)} and v {tuple(v.shape)}")
-    scores_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+    check_same_dtype(("q", q), ("k", k), ("v", v))
+    batch = broadcast_or_raise(q.shape[:-2], k.shape[:-2], f"the leading (batch, head) dimensions of q and k must "
+                               f"broadcast, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    broadcast_or_raise(batch, v.shape[:-2], f"the leading (batch, head) dimensions of v must broadcast with q's and "
+                       f"k's, got v {tuple(v.shape)} and q {tuple(q.shape)}")
+    scores_shape = batch + (q.shape[-2], k.shape[-2])
     for name, extra, want_bool in (("mask", mask, True), ("bias", bias, False)):
         if extra is None:
             continue
@@ -82,6 +89,8 @@ def scaled_dot_product_attention(
     check_choice(impl, "impl", IMPLEMENTATIONS)
     check_probability(dropout_p, "dropout_p")
     _check_inputs(q, k, v, mask, bias)
+    if scale is not None:
+        check_number(scale, "scale")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if impl == "fused":
         return _fused(q, k, v, mask, bias, dropout_p, scale), None

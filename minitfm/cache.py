@@ -44,6 +44,9 @@ class KVCache:
                 raise ValueError(f"cache holds (B, H_kv, T, Dh) = ({b}, {h}, T, {d}), got {name} {tuple(t.shape)}")
         if k.shape[2] != v.shape[2]:
             raise ValueError(f"k and v must add the same number of steps, got {k.shape[2]} and {v.shape[2]}")
+        if k.dtype != self.k.dtype or v.dtype != self.k.dtype:  # writing would round silently
+            raise TypeError(f"the cache holds {self.k.dtype}, got k {k.dtype} and v {v.dtype}; build the cache "
+                            "with the model's dtype (model.new_caches does) or cast k and v")
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append (B, H_kv, T_new, Dh) keys and values; return all (B, H_kv, length, Dh) so far."""
@@ -64,7 +67,17 @@ class KVCache:
         return self.k[:, :, : self.length], self.v[:, :, : self.length]
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Select batch rows (beam search keeps the cache of the beams it continues)."""
+        """Select batch rows (beam search keeps the cache of the beams it continues).
+
+        ``index`` is a 1-D integer tensor of row numbers in [0, B); rows may repeat, and its length is
+        the new batch size.
+        """
+        check_tensor(index, "index", ndim=1)
+        if index.is_floating_point() or index.dtype == torch.bool:
+            raise TypeError(f"index must hold integer row numbers, got dtype {index.dtype}")
+        b = self.k.shape[0]
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= b):
+            raise ValueError(f"index must select rows in [0, B={b}), got min {int(index.min())}, max {int(index.max())}")
         self.k = self.k.index_select(0, index)
         self.v = self.v.index_select(0, index)
 

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from ._checks import check_choice, check_positive_int, check_probability
+from ._checks import check_choice, check_number, check_positive_int, check_probability
 from .attention import IMPLEMENTATIONS
 from .feedforward import FFN_KINDS, swiglu_hidden_size
 from .norms import NORMS
@@ -70,8 +70,7 @@ class ModelConfig:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
         for name in ("rope_base", "rope_scale", "norm_eps"):
-            if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a number > 0, got {getattr(self, name)!r}")
+            check_number(getattr(self, name), name, low=0.0, low_open=True)
         self._check_heads()
         self._check_special_ids()
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int, check_tensor, check_token_ids
 from .data import Batch, pad_sequences
 from .models import DecoderOnlyLM, EncoderDecoder
 
@@ -41,7 +41,15 @@ def greedy_decode(model: torch.nn.Module, inputs: torch.Tensor, max_new_tokens: 
     check_positive_int(max_new_tokens, "max_new_tokens")
     if not isinstance(model, (EncoderDecoder, DecoderOnlyLM)):
         raise TypeError(f"greedy_decode needs an EncoderDecoder or DecoderOnlyLM, got {type(model).__name__}")
-    check_tensor(inputs, "inputs", ndim=2)  # (B, S) or (B, P); one prompt needs prompt[None]
+    check_token_ids(inputs, "inputs", ndim=2)  # (B, S) or (B, P); one prompt needs prompt[None]
+    # Check the length budget now, not after the steps it lets run (generate does the same).
+    limit = model.config.max_seq_len
+    needed = max_new_tokens if isinstance(model, EncoderDecoder) else inputs.shape[1] + max_new_tokens
+    if needed > limit or inputs.shape[1] > limit:
+        what = (f"max_len={max_new_tokens}" if isinstance(model, EncoderDecoder)
+                else f"prompt length {inputs.shape[1]} + max_new_tokens {max_new_tokens} = {needed}")
+        raise ValueError(f"{what} exceeds the model's max_seq_len={limit}"
+                         + (f" (or the source, {inputs.shape[1]} tokens, does)" if inputs.shape[1] > limit else ""))
     was_training = model.training
     model.eval()
     try:

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from ._checks import check_choice, check_positive_int, check_tensor
+from ._checks import check_choice, check_number, check_positive_int, check_tensor, check_token_ids
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask, combine_masks, padding_mask
 from .positional import RotaryEmbedding, sinusoidal_encoding
@@ -283,6 +283,8 @@ def mask_batch(tokens=None, labels=None, pad_id: int = 0) -> tuple[torch.Tensor,
     default, labels defaulting to the token ids; one label list per sequence, each of length T."""
     if tokens is None:
         tokens, labels, pad_id = example_batch()
+    check_token_ids(tokens, "tokens", ndim=2)  # (B, T): one sequence needs tokens[None]
+    check_number(pad_id, "pad_id", integer=True)
     labels = labels or [[str(int(t)) for t in row] for row in tokens]
     if len(labels) != tokens.shape[0]:
         raise ValueError(f"labels has {len(labels)} sequences but tokens has B = {tokens.shape[0]}")

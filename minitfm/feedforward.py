@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, check_probability
+from ._checks import check_choice, check_module_input, check_positive_int, check_probability
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 FFN_KINDS = ACTIVATIONS + ("swiglu",)
@@ -39,7 +39,7 @@ class FeedForward(nn.Module):
         check_probability(dropout, "dropout")
         d_ff = 4 * d_model if d_ff is None else d_ff
         check_positive_int(d_ff, "d_ff")
-        self.activation = activation
+        self.activation, self.d_model = activation, d_model
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
@@ -50,6 +50,7 @@ class FeedForward(nn.Module):
         return F.gelu(h, approximate="tanh" if self.activation == "gelu_tanh" else "none")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_module_input(x, "x", self, self.d_model)
         h = self.act(self.up_proj(x))  # (B, T, D) -> (B, T, F)
         return self.down_proj(self.dropout(h))  # (B, T, F) -> (B, T, D)
 
@@ -67,12 +68,14 @@ class SwiGLU(nn.Module):
         check_probability(dropout, "dropout")
         d_ff = swiglu_hidden_size(d_model) if d_ff is None else d_ff
         check_positive_int(d_ff, "d_ff")
+        self.d_model = d_model
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_module_input(x, "x", self, self.d_model)
         h = F.silu(self.gate_proj(x)) * self.up_proj(x)  # (B, T, D) -> (B, T, F)
         return self.down_proj(self.dropout(h))  # (B, T, F) -> (B, T, D)
 

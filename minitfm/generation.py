@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_number, check_positive_int, check_tensor, check_token_ids
 from .cache import KVCache
 from .models import DecoderOnlyLM, EncoderDecoder
 from .sampling import LogitsProcessor, Temperature, TopK, TopP, apply_processors
@@ -101,6 +101,9 @@ def _check_inputs(model, prompt, max_new_tokens, src) -> None:
     check_tensor(prompt, "prompt", ndim=2)
     if prompt.is_floating_point() or prompt.numel() == 0:
         raise ValueError(f"prompt must be a non-empty (B, P) tensor of token ids, got {prompt.dtype} {tuple(prompt.shape)}")
+    check_token_ids(prompt, "prompt")
+    if src is not None:
+        check_token_ids(src, "src")
     check_positive_int(max_new_tokens, "max_new_tokens")
     if isinstance(model, EncoderDecoder) and src is None:
         raise ValueError("an EncoderDecoder needs the source: pass src=(B, S) token ids")
@@ -112,6 +115,29 @@ def _check_inputs(model, prompt, max_new_tokens, src) -> None:
     if total > limit:
         raise ValueError(f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} = {total} "
                          f"exceeds the model's max_seq_len={limit}")
+
+
+def _special_ids(model, eos_id, pad_id) -> tuple[int, int]:
+    """The eos and pad ids to use: the config's unless given; ``eos_id=-1`` means "never stop early"."""
+    vocab = model.config.vocab_size
+    eos_id = model.config.eos_id if eos_id is None else eos_id
+    pad_id = model.config.pad_id if pad_id is None else pad_id
+    check_number(eos_id, "eos_id", low=-1, high=vocab - 1, integer=True)
+    check_number(pad_id, "pad_id", low=0, high=vocab - 1, integer=True)
+    return eos_id, pad_id
+
+
+def _check_sampling_args(processors, do_sample, generator) -> None:
+    if not isinstance(do_sample, bool):
+        raise TypeError(f"do_sample must be a bool, got {type(do_sample).__name__}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)) or None, "
+                        f"got {type(generator).__name__}")
+    if isinstance(processors, LogitsProcessor) or not isinstance(processors, (list, tuple)):
+        raise TypeError(f"processors must be a list of logits processors, got {type(processors).__name__}")
+    for p in processors:
+        if not callable(p):
+            raise TypeError(f"every processor must be callable as p(tokens, logits), got {type(p).__name__}")
 
 
 def _prompt_valid(model, prompt: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -152,7 +178,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         processors: logits processors applied in order each step (see :mod:`minitfm.sampling`).
         do_sample: sample from the processed distribution; ``False`` takes the argmax (greedy).
         generator: a seeded ``torch.Generator`` makes sampling reproducible.
-        eos_id, pad_id: default to ``model.config.eos_id`` / ``model.config.pad_id``.
+        eos_id, pad_id: default to ``model.config.eos_id`` / ``model.config.pad_id``; ids in the vocabulary.
+            ``eos_id=-1`` turns stopping off: every row generates exactly ``max_new_tokens`` tokens.
         use_cache: reuse keys/values (fast) or recompute the whole prefix every step (slow, simple).
         cache_cls: :class:`~minitfm.cache.KVCache` or :class:`~minitfm.cache.ConcatKVCache`.
         return_logits: also return the raw (B, N, V) logits of every step.
@@ -160,8 +187,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
             process's CPU time, a steadier measure on a machine shared with other jobs.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
-    eos_id = model.config.eos_id if eos_id is None else eos_id
-    pad_id = model.config.pad_id if pad_id is None else pad_id
+    eos_id, pad_id = _special_ids(model, eos_id, pad_id)
+    _check_sampling_args(processors, do_sample, generator)
     if not do_sample and any(isinstance(p, (Temperature, TopK, TopP)) for p in processors):
         warnings.warn("Temperature, TopK and TopP never change the argmax; pass do_sample=True to sample",
                       stacklevel=2)

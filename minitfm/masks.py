@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int, check_tensor, check_token_ids
+from ._checks import broadcast_or_raise, check_positive_int, check_tensor, check_token_ids
 
 
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -64,5 +64,8 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
         check_tensor(mask, f"mask {i}")
         if mask.dtype != torch.bool:
             raise TypeError(f"masks must be boolean (True = may attend), mask {i} has dtype {mask.dtype}")
+        if result is not None:
+            broadcast_or_raise(result.shape, mask.shape, f"masks must broadcast together, got the masks before "
+                               f"mask {i} combined to {tuple(result.shape)} and mask {i} {tuple(mask.shape)}")
         result = mask if result is None else result & mask
     return result

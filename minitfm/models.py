@@ -93,6 +93,13 @@ class _Transformer(nn.Module):
 
     def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(B, T) ids and (T,) or (B, T) positions -> (B, T, D) scaled embeddings (+ positions)."""
+        check_tensor(positions, "positions", ndim=(1, 2))
+        if positions.is_floating_point() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must hold integer positions, got dtype {positions.dtype}")
+        b, t = tokens.shape
+        if positions.shape[-1] != t or (positions.dim() == 2 and positions.shape[0] not in (1, b)):
+            raise ValueError(f"positions must have shape (T,) = ({t},) or (B, T) = ({b}, {t}) like the tokens, "
+                             f"got {tuple(positions.shape)}")
         x = self.tok_emb(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
@@ -106,7 +113,11 @@ class _Transformer(nn.Module):
 
     def _new_cache(self, cls, batch_size: int, length: int, dtype, device) -> KVCache:
         c = self.config
-        dtype = self.tok_emb.weight.dtype if dtype is None else dtype
+        weights = self.tok_emb.weight.dtype
+        if dtype is not None and dtype != weights:  # a cache of another dtype would fail inside attention
+            raise TypeError(f"new_caches(dtype={dtype}) does not match the model's weights ({weights}); "
+                            "leave dtype out to use the model's, or cast the model first")
+        dtype = weights if dtype is None else dtype
         device = self.tok_emb.weight.device if device is None else device
         return cls(batch_size, c.n_kv_heads, length, c.d_head, dtype=dtype, device=device)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_positive_int
+from ._checks import check_choice, check_module_input, check_number, check_positive_int
 
 NORMS = ("layer", "rms")
 
@@ -23,10 +23,12 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
         check_positive_int(d_model, "d_model")
-        self.eps = eps
+        check_number(eps, "eps", low=0.0)
+        self.eps, self.d_model = eps, d_model
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_module_input(x, "x", self, self.d_model)
         # Compute the statistic in float32 so fp16/bf16 inputs do not overflow when squared.
         x32 = x.float()
         normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
@@ -36,4 +38,6 @@ class RMSNorm(nn.Module):
 def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
     """``"layer"`` -> ``nn.LayerNorm(d_model)``; ``"rms"`` -> ``RMSNorm(d_model)``."""
     check_choice(kind, "norm", NORMS)
+    check_positive_int(d_model, "d_model")
+    check_number(eps, "eps", low=0.0)
     return nn.LayerNorm(d_model, eps=eps) if kind == "layer" else RMSNorm(d_model, eps=eps)

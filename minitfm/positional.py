@@ -18,14 +18,18 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_number, check_positive_int, check_tensor
 
 
 def _positions(positions, seq_len: int | None, offset: int, device) -> torch.Tensor:
     if positions is None:
+        if seq_len is None:
+            raise ValueError("give either seq_len (positions offset..offset+seq_len-1) or a positions tensor")
+        check_number(seq_len, "seq_len", low=0, integer=True)
+        check_number(offset, "offset", integer=True)  # a negative offset is reported as a negative position
         return torch.arange(offset, offset + seq_len, device=device)
     check_tensor(positions, "positions", ndim=(1, 2))
-    if positions.is_floating_point():
+    if positions.is_floating_point() or positions.dtype == torch.bool:
         raise TypeError(f"positions must be integer indices, got dtype {positions.dtype}")
     return positions
 
@@ -121,8 +125,8 @@ class RotaryEmbedding(nn.Module):
         check_positive_int(d_head, "d_head")
         if d_head % 2:
             raise ValueError(f"RoPE rotates pairs of dimensions, so d_head must be even, got {d_head}")
-        if scale <= 0:
-            raise ValueError(f"RoPE scale must be > 0, got {scale}")
+        check_number(base, "RoPE base", low=0.0, low_open=True)
+        check_number(scale, "RoPE scale", low=0.0, low_open=True)
         self.d_head, self.base, self.scale = d_head, base, scale
         self.register_buffer("inv_freq", self._float32_inv_freq(), persistent=False)
 

@@ -14,12 +14,11 @@ Removed tokens get the logit ``-inf``, so their probability after the softmax is
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import torch
 
-from ._checks import check_positive_int, check_tensor, check_token_ids
+from ._checks import check_number, check_positive_int, check_tensor, check_token_ids
 
 
 def _check_inputs(tokens: torch.Tensor, logits: torch.Tensor) -> None:
@@ -27,14 +26,6 @@ def _check_inputs(tokens: torch.Tensor, logits: torch.Tensor) -> None:
     check_token_ids(tokens, "tokens")
     if tokens.shape[0] != logits.shape[0]:
         raise ValueError(f"tokens (B, T) and logits (B, V) must share B, got {tuple(tokens.shape)} and {tuple(logits.shape)}")
-
-
-def _check_number(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    return float(value)
 
 
 class LogitsProcessor:
@@ -59,10 +50,8 @@ class Temperature(LogitsProcessor):
     """
 
     def __init__(self, temperature: float):
-        temperature = _check_number(temperature, "temperature")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0 (use greedy decoding for the limit 0), got {temperature}")
-        self.temperature = temperature
+        check_number(temperature, "temperature", low=0.0, low_open=True)  # for the limit 0, decode greedily
+        self.temperature = float(temperature)
 
     def process(self, tokens, logits):
         return logits / self.temperature
@@ -87,20 +76,22 @@ class TopK(LogitsProcessor):
 class TopP(LogitsProcessor):
     """Nucleus sampling: keep the smallest set of most likely tokens whose probabilities sum to >= ``p``.
 
-    A token is removed when the tokens strictly more likely than it already cover ``p``; the most likely
-    token has nothing before it, so it always stays. ``p = 1`` keeps every token.
+    A token is removed when the tokens ranked above it already cover ``p``; the most likely token has
+    nothing before it, so it always stays. ``p = 1`` keeps every token.
+
+    Ties at the cut are broken by rank, not kept together: tokens are ranked by logit, equal logits by
+    token id (a stable sort), and the kept set is the smallest prefix of that ranking whose mass reaches
+    ``p``. Of two equally likely tokens straddling the cut, the one with the lower id stays.
     """
 
     def __init__(self, p: float):
-        p = _check_number(p, "p")
-        if not 0 < p <= 1:
-            raise ValueError(f"top-p needs p in (0, 1], got {p}")
-        self.p = p
+        check_number(p, "top-p p", low=0.0, high=1.0, low_open=True)
+        self.p = float(p)
 
     def process(self, tokens, logits):
         if self.p == 1.0:
             return logits.clone()
-        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V) each
+        sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)  # (B, V) each; ties by id
         probs = sorted_logits.float().softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above each one
         remove_sorted = mass_before >= self.p  # (B, V) in sorted order; column 0 is always False
@@ -121,15 +112,22 @@ class RepetitionPenalty(LogitsProcessor):
     """
 
     def __init__(self, penalty: float, ignore_ids: Iterable[int] = ()):
-        penalty = _check_number(penalty, "penalty")
-        if penalty <= 0:
-            raise ValueError(f"repetition penalty must be > 0 (1 = no penalty), got {penalty}")
-        self.penalty = penalty
-        self.ignore_ids = tuple(int(i) for i in ignore_ids)
+        check_number(penalty, "repetition penalty", low=0.0, low_open=True)  # 1 = no penalty
+        if isinstance(ignore_ids, (str, bytes, torch.Tensor)) or not hasattr(ignore_ids, "__iter__"):
+            raise TypeError(f"ignore_ids must be a list of token ids, got {type(ignore_ids).__name__}")
+        ignore_ids = tuple(ignore_ids)
+        for i in ignore_ids:
+            check_number(i, "every id in ignore_ids", low=0, integer=True)
+        self.penalty, self.ignore_ids = float(penalty), ignore_ids
 
     def process(self, tokens, logits):
+        vocab = logits.shape[-1]
+        if self.ignore_ids and max(self.ignore_ids) >= vocab:
+            raise ValueError(f"ignore_ids must be ids in [0, V={vocab}), got {max(self.ignore_ids)}")
         if tokens.shape[1] == 0:
             return logits.clone()
+        if int(tokens.min()) < 0 or int(tokens.max()) >= vocab:
+            raise ValueError(f"tokens must be ids in [0, V={vocab}), got min {int(tokens.min())}, max {int(tokens.max())}")
         seen = torch.zeros_like(logits, dtype=torch.bool)
         seen.scatter_(-1, tokens.long(), True)  # (B, T) ids -> (B, V) "appeared before" flags
         for i in self.ignore_ids:

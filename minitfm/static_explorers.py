@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from . import explorer_data as xd
+from ._checks import check_positive_int
 from ._explorer_js import ENGINE_JS
 
 MAX_BYTES = 1_000_000
@@ -231,6 +232,8 @@ def static_mask_explorer(tokens=None, labels=None, pad_id: int = 0) -> StaticExp
 
 def static_positional_explorer(max_len: int = 24, d_model: int = 16, seed: int = 0) -> StaticExplorer:
     """Scheme, dimension pair and position -> encoding table, the pair's curves, similarity to other positions."""
+    check_positive_int(max_len, "max_len")
+    check_positive_int(d_model, "d_model")
     schemes = xd.POSITIONAL_SCHEMES
     tables = torch.stack([xd.positional_table(s, max_len, d_model, seed) for s in schemes])  # (S, T, D)
     sims = torch.stack([torch.stack([xd.positional_similarity(s, max_len, d_model, p, seed) for p in range(max_len)])

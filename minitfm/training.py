@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ._checks import check_choice, check_positive_int, check_probability, check_tensor
+from ._checks import check_choice, check_number, check_positive_int, check_probability, check_tensor
 from .config import ModelConfig
 from .data import Batch
 from .models import DecoderOnlyLM, EncoderDecoder
@@ -31,6 +31,7 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     Rises linearly for ``warmup`` steps, peaks at step = warmup with factor / sqrt(d_model * warmup),
     then decays like 1 / sqrt(step). Step 0 gives 0 (the limit of the linear warmup).
     """
+    _check_schedule_args(step, d_model=d_model, warmup=warmup, factor=factor)
     if step <= 0:
         return 0.0
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
@@ -42,6 +43,7 @@ def buggy_noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> 
     The warmup term then always exceeds step^-0.5, ``min`` always picks the decay term, and there is no
     warmup at all: the largest learning rate of the whole run comes at step 1. Kept for plotting only.
     """
+    _check_schedule_args(step, d_model=d_model, warmup=warmup, factor=factor)
     step = max(step, 1)  # LambdaLR calls the lambda with 0 first; copies patch it like this
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** 1.5)
 
@@ -49,10 +51,23 @@ def buggy_noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> 
 def warmup_cosine_lr(step: int, peak_lr: float, warmup: int, total_steps: int, min_lr: float = 0.0) -> float:
     """Linear warmup from 0 to ``peak_lr`` over ``warmup`` steps, then a half cosine down to ``min_lr``
     at ``total_steps`` (and ``min_lr`` after that)."""
+    _check_schedule_args(step, warmup=warmup, total_steps=total_steps)
+    check_number(peak_lr, "peak_lr", low=0.0, low_open=True)
+    check_number(min_lr, "min_lr", low=0.0, high=peak_lr)
     if step < warmup:
         return peak_lr * step / warmup
     progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
     return min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _check_schedule_args(step, **positive) -> None:
+    """A schedule's step is an int >= 0; its sizes (d_model, warmup, total_steps) are ints >= 1."""
+    check_number(step, "step", low=0, integer=True)
+    for name, value in positive.items():
+        if name == "factor":
+            check_number(value, "factor", low=0.0, low_open=True)
+        else:
+            check_positive_int(value, name)
 
 
 def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.0,
@@ -65,7 +80,9 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
         target: (...) integer ids; positions equal to ``ignore_index`` (padding) do not count.
     """
     check_tensor(logits, "logits", floating=True)
+    check_tensor(target, "target")
     check_probability(smoothing, "smoothing")
+    check_number(ignore_index, "ignore_index", integer=True)
     if target.shape != logits.shape[:-1]:
         raise ValueError(f"target must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
                          f"got {tuple(target.shape)}")
@@ -108,10 +125,22 @@ class TrainConfig:
             check_positive_int(getattr(self, name), name)
         check_choice(self.schedule, "schedule", SCHEDULES)
         check_probability(self.label_smoothing, "label_smoothing")
-        if self.lr <= 0 or self.eps <= 0:
-            raise ValueError(f"lr and eps must be > 0, got lr={self.lr}, eps={self.eps}")
-        if self.clip_norm is not None and self.clip_norm <= 0:
-            raise ValueError(f"clip_norm must be > 0 or None, got {self.clip_norm}")
+        check_number(self.lr, "lr", low=0.0, low_open=True)
+        check_number(self.eps, "eps", low=0.0, low_open=True)
+        check_number(self.min_lr, "min_lr", low=0.0, high=self.lr)
+        check_number(self.weight_decay, "weight_decay", low=0.0)
+        if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
+            raise TypeError(f"betas must be a pair (beta1, beta2), got {self.betas!r}")
+        for i, beta in enumerate(self.betas):
+            check_number(beta, f"betas[{i}]", low=0.0, high=1.0, high_open=True)
+        if self.clip_norm is not None:
+            check_number(self.clip_norm, "clip_norm", low=0.0, low_open=True)
+        if self.autocast_dtype is not None and not isinstance(self.autocast_dtype, torch.dtype):
+            raise TypeError(f"autocast_dtype must be a torch.dtype such as torch.bfloat16 (or None), "
+                            f"got {type(self.autocast_dtype).__name__} {self.autocast_dtype!r}")
+        if self.autocast_dtype is not None and not self.autocast_dtype.is_floating_point:
+            raise ValueError(f"autocast_dtype must be a floating dtype, got {self.autocast_dtype}")
+        check_number(self.seed, "seed", integer=True)
 
     def lr_at(self, step: int) -> float:
         """The learning rate of update ``step`` (1-based)."""
@@ -178,6 +207,15 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], config: TrainConfig,
     ``config.lr_at(step)``, clips gradients, shows a tqdm bar and calls every callback with the history
     after each update; a callback that returns ``True`` stops training (live plots, early stopping).
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if next(model.parameters(), None) is None:
+        raise ValueError(f"model {type(model).__name__} has no parameters to train")
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if isinstance(batches, (torch.Tensor, str, bytes)) or not hasattr(batches, "__iter__"):
+        raise TypeError(f"batches must be an iterable of minitfm.Batch (e.g. CopyTask.batches(...) or "
+                        f"random_batches(...)), got {type(batches).__name__}")
     device = next(model.parameters()).device
     torch.manual_seed(config.seed)  # dropout masks: same seed, same run
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.betas,
@@ -190,6 +228,9 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], config: TrainConfig,
         if batch is None:  # a bare StopIteration would not say what went wrong
             raise ValueError(f"batches ran out after {step - 1} updates; config.steps={config.steps} needs "
                              "an iterable at least that long (e.g. CopyTask.batches, which never ends)")
+        if not isinstance(batch, Batch):
+            raise TypeError(f"batches must yield minitfm.Batch objects (collate_pairs / collate_lm build them), "
+                            f"got a {type(batch).__name__} at update {step}")
         batch = batch.to(device)
         lr = config.lr_at(step)
         for group in optimizer.param_groups:
@@ -213,21 +254,79 @@ MODEL_CLASSES = {"EncoderDecoder": EncoderDecoder, "DecoderOnlyLM": DecoderOnlyL
 
 
 def save_checkpoint(path, model: torch.nn.Module) -> None:
-    """Save the model class name, its config (plain values) and its weights."""
+    """Save the model class name, its config (plain values), its dtype and its weights."""
     if type(model).__name__ not in MODEL_CLASSES:
         raise TypeError(f"save_checkpoint saves {tuple(MODEL_CLASSES)}, got {type(model).__name__}")
-    torch.save({"kind": type(model).__name__, "config": model.config.to_dict(),
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    torch.save({"kind": type(model).__name__, "config": model.config.to_dict(), "dtype": dtype,
                 "state_dict": model.state_dict()}, path)
 
 
+def _checkpoint_device(map_location) -> torch.device:
+    """The device a checkpoint is rebuilt on (checked before anything is read)."""
+    if not isinstance(map_location, (str, torch.device)):
+        raise TypeError(f"map_location must be a device name such as 'cpu' or 'cuda', got {type(map_location).__name__}")
+    try:
+        device = torch.device(map_location)
+    except RuntimeError as err:
+        raise ValueError(f"map_location {map_location!r} is not a device name ({err})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"map_location={map_location!r} but this machine has no CUDA device; use 'cpu'")
+    if device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError(f"map_location={map_location!r} but MPS is not available here; use 'cpu'")
+    return device
+
+
+def _read_checkpoint(path, device: torch.device) -> dict:
+    """torch.load with safe unpickling, turning every failure into an error that names the file."""
+    import pickle
+    from pathlib import Path
+
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a directory, not a checkpoint file")
+    try:
+        data = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except pickle.UnpicklingError:
+        raise ValueError(f"refused to load {path}: it holds Python objects other than tensors and plain values, "
+                         "which could run code when loaded. minitfm checkpoints (save_checkpoint) never do; "
+                         "only load files you made or trust, and re-save them with save_checkpoint") from None
+    except (EOFError, RuntimeError, OSError) as err:
+        raise ValueError(f"{path} is not a readable checkpoint (empty, truncated or not made by torch.save): "
+                         f"{type(err).__name__}: {str(err)[:120] or 'no data'}") from None
+    if not isinstance(data, dict) or "kind" not in data or "state_dict" not in data:
+        keys = sorted(map(str, data))[:4] if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path} is not a minitfm checkpoint (no 'kind'/'config'/'state_dict'; found {keys}). "
+                         "A bare state_dict loads into a model you build yourself: model.load_state_dict(...)")
+    if data["kind"] not in MODEL_CLASSES:
+        raise ValueError(f"{path} holds an unknown model kind {data['kind']!r}; expected one of {tuple(MODEL_CLASSES)}")
+    return data
+
+
 def load_checkpoint(path, map_location="cpu") -> torch.nn.Module:
-    """Rebuild a model saved by :func:`save_checkpoint` with safe loading (``weights_only=True``);
-    the model comes back in eval mode, on ``map_location`` when that names a device."""
-    data = torch.load(path, map_location=map_location, weights_only=True)
+    """Rebuild a model saved by :func:`save_checkpoint` with safe loading (``weights_only=True``).
+
+    The model comes back in eval mode, on ``map_location``, in the dtype it was saved in (an fp16 or bf16
+    model round-trips bit for bit). Every failure (missing, empty, truncated or unsafe file, a bare
+    state_dict, an unknown kind, weights that do not fit the config) raises an error naming the file.
+    """
+    device = _checkpoint_device(map_location)
+    data = _read_checkpoint(path, device)
+    try:
+        config = ModelConfig.from_dict(data["config"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: its config is not a valid ModelConfig ({err})") from None
+    dtype = getattr(torch, data.get("dtype", ""), None) if "dtype" in data else next(
+        (t.dtype for t in data["state_dict"].values() if t.is_floating_point()), torch.float32)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"{path}: unknown dtype {data['dtype']!r}")
     # load_state_dict copies into the model's parameters wherever they are, so build the model on the
-    # requested device (building it there also keeps the tied embedding/head one matrix).
-    device = map_location if isinstance(map_location, (str, torch.device)) else "cpu"
+    # requested device and in the saved dtype (building it there also keeps the tied embedding/head one matrix).
     with torch.device(device):
-        model = MODEL_CLASSES[data["kind"]](ModelConfig.from_dict(data["config"]))
-    model.load_state_dict(data["state_dict"])
+        model = MODEL_CLASSES[data["kind"]](config).to(dtype)
+    try:
+        model.load_state_dict(data["state_dict"])
+    except RuntimeError as err:
+        raise ValueError(f"{path}: the weights do not fit its config ({str(err)[:300]})") from None
     return model.eval()

@@ -42,7 +42,7 @@ def test_presets_are_valid_and_overridable():
     (dict(d_model=32.0), TypeError, "d_model must be an int"),
     (dict(n_layers=0), ValueError, "n_layers must be >= 1"),
     (dict(norm_first="yes"), TypeError, "norm_first must be a bool"),
-    (dict(rope_scale=0), ValueError, "rope_scale must be a number > 0"),
+    (dict(rope_scale=0), ValueError, "rope_scale must be > 0"),
     (dict(pad_id=16), ValueError, r"pad_id must be an int in \[0, vocab_size=16\)"),
     (dict(bos_id=0), ValueError, "three different ids"),
     (dict(d_model=12, n_heads=4, pos="rope"), ValueError, "d_head .* must be even"),

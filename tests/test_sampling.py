@@ -111,8 +111,8 @@ def test_apply_processors_composes_in_order():
     (lambda: Temperature(-1.0), "temperature must be > 0"),
     (lambda: Temperature(float("nan")), "finite"),
     (lambda: TopK(0), "k must be >= 1"),
-    (lambda: TopP(0.0), r"p in \(0, 1\]"),
-    (lambda: TopP(1.5), r"p in \(0, 1\]"),
+    (lambda: TopP(0.0), r"top-p p must be in \(0, 1\]"),
+    (lambda: TopP(1.5), r"top-p p must be in \(0, 1\]"),
     (lambda: RepetitionPenalty(0.0), "penalty must be > 0"),
     (lambda: RepetitionPenalty(-2), "penalty must be > 0"),
 ])
@@ -124,7 +124,7 @@ def test_invalid_arguments_raise(make, match):
 def test_wrong_types_raise():
     with pytest.raises(TypeError, match="k must be an int"):
         TopK(2.5)
-    with pytest.raises(TypeError, match="temperature must be a float"):
+    with pytest.raises(TypeError, match="temperature must be a number"):
         Temperature("hot")
     tokens, logits = tiny()
     with pytest.raises(ValueError, match="share B"):

@@ -126,7 +126,7 @@ def test_checkpoint_round_trip(tmp_path, model_cls):
     args = (x, x) if model_cls is EncoderDecoder else (x,)
     assert torch.equal(loaded(*args), model(*args))
     raw = torch.load(path, weights_only=True)  # safe loading works on the raw file
-    assert set(raw) == {"kind", "config", "state_dict"}
+    assert set(raw) == {"kind", "config", "dtype", "state_dict"} and raw["dtype"] == "float32"
 
 
 def test_label_smoothing_rejects_target_ids_outside_the_vocabulary():
