@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Sequence
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_number, check_positive_int, check_tensor, check_token_ids
 
 
 @dataclass
@@ -49,7 +49,8 @@ def pad_sequences(seqs: Sequence[torch.Tensor], pad_id: int, side: str = "right"
     if side not in ("right", "left"):
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     for i, s in enumerate(seqs):
-        check_tensor(s, f"seqs[{i}]", ndim=1)
+        check_token_ids(s, f"seqs[{i}]", ndim=1)
+    check_number(pad_id, "pad_id", integer=True)
     out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=seqs[0].dtype, device=seqs[0].device)
     for i, s in enumerate(seqs):
         if side == "right":
@@ -61,7 +62,8 @@ def pad_sequences(seqs: Sequence[torch.Tensor], pad_id: int, side: str = "right"
 
 def shift_right(tgt_out: torch.Tensor, bos_id: int) -> torch.Tensor:
     """(B, T) targets -> (B, T) decoder inputs: BOS first, the last column dropped."""
-    check_tensor(tgt_out, "tgt_out", ndim=2)
+    check_token_ids(tgt_out, "tgt_out", ndim=2)
+    check_number(bos_id, "bos_id", low=0, integer=True)
     bos = torch.full_like(tgt_out[:, :1], bos_id)  # (B, 1)
     return torch.cat([bos, tgt_out[:, :-1]], dim=1)  # (B, 1) + (B, T - 1) -> (B, T)
 
@@ -86,6 +88,10 @@ def collate_lm(seqs: Sequence[torch.Tensor], *, pad_id: int) -> Batch:
 
 def padding_fraction(tokens: torch.Tensor, pad_id: int) -> float:
     """Share of the (B, T) grid that is padding: compute spent on nothing."""
+    check_token_ids(tokens, "tokens", ndim=None)
+    check_number(pad_id, "pad_id", integer=True)
+    if tokens.numel() == 0:
+        raise ValueError("tokens is empty: there is no grid to measure")
     return float((tokens == pad_id).float().mean())
 
 

@@ -131,6 +131,8 @@ def grad_norms(model: nn.Module) -> dict[str, float]:
     first module that owns it, e.g. ``tok_emb``); parameters without a gradient count as 0, so a
     layer cut off from the loss shows up as an exact 0.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     norms, seen = {}, set()
     for name, module in model.named_modules():
         params = [p for p in module.parameters(recurse=False) if id(p) not in seen]

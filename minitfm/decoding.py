@@ -92,6 +92,8 @@ def _decoder_only_step(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_token
 
 def _align(pred: torch.Tensor, target: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad both (B, *) tensors on the right to one width."""
+    check_token_ids(pred, "pred", ndim=2)
+    check_token_ids(target, "target", ndim=2)
     if pred.shape[0] != target.shape[0]:
         raise ValueError(f"pred and target need the same batch size, got {pred.shape[0]} and {target.shape[0]}")
     both = pad_sequences(list(pred) + list(target), pad_id)  # (2B, width)
@@ -113,6 +115,10 @@ def token_accuracy(pred: torch.Tensor, target: torch.Tensor, pad_id: int) -> flo
 
 def evaluate(model: EncoderDecoder, batch: Batch, *, use_cache: bool = True) -> dict[str, float]:
     """Greedy-decode ``batch.src`` and score it against ``batch.tgt_out``: exact match and token accuracy."""
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"evaluate scores an EncoderDecoder on the copy task, got {type(model).__name__}")
+    if not isinstance(batch, Batch) or batch.src is None:
+        raise TypeError(f"batch must be a minitfm.Batch with a source (collate_pairs builds one), got {type(batch).__name__}")
     pred = greedy_decode(model, batch.src, batch.tgt_out.shape[1], use_cache=use_cache)
     return {"exact_match": exact_match(pred, batch.tgt_out, batch.pad_id),
             "token_accuracy": token_accuracy(pred, batch.tgt_out, batch.pad_id)}

@@ -19,6 +19,8 @@ def swiglu_hidden_size(d_model: int, multiple_of: int = 1) -> int:
 
     3 * D * F = 2 * D * 4D  =>  F = 8/3 * D, rounded to the nearest integer (then up to ``multiple_of``).
     """
+    check_positive_int(d_model, "d_model")
+    check_positive_int(multiple_of, "multiple_of")
     hidden = round(8 * d_model / 3)
     return multiple_of * -(-hidden // multiple_of)
 

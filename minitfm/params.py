@@ -39,6 +39,8 @@ def count_params(model: nn.Module) -> dict[str, int]:
     A tied matrix is counted once, under ``embeddings``. Raises if a parameter belongs to no part, so a
     new kind of module cannot silently escape the breakdown.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     counts = dict.fromkeys(PARTS, 0)
     seen: set[int] = set()
     for name, module in model.named_modules():
@@ -72,6 +74,8 @@ def ffn_params(c: ModelConfig) -> int:
 
 def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str, int]:
     """The closed-form count of :func:`count_params` for a ``"decoder_only"`` or ``"encoder_decoder"`` model."""
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
     if kind not in MODEL_KINDS:
         raise ValueError(f"kind must be one of {MODEL_KINDS}, got {kind!r}")
     c = config.resolved()

@@ -50,6 +50,7 @@ def sinusoidal_encoding(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     Returns:
         (..., T, D) float32 encodings.
     """
+    check_tensor(positions, "positions")
     check_positive_int(d_model, "d_model")
     if d_model % 2:
         raise ValueError(f"sinusoidal encoding needs an even d_model (sin/cos pairs), got {d_model}")

@@ -171,6 +171,7 @@ class History:
 
 def set_seed(seed: int) -> None:
     """Seed Python's and PyTorch's generators (call before building the model for identical runs)."""
+    check_number(seed, "seed", integer=True)
     random.seed(seed)
     torch.manual_seed(seed)
 
@@ -258,6 +259,10 @@ def save_checkpoint(path, model: torch.nn.Module) -> None:
     if type(model).__name__ not in MODEL_CLASSES:
         raise TypeError(f"save_checkpoint saves {tuple(MODEL_CLASSES)}, got {type(model).__name__}")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    from pathlib import Path
+
+    if isinstance(path, (str, Path)) and not Path(path).parent.is_dir():
+        raise ValueError(f"cannot save {path}: the folder {Path(path).parent} does not exist")
     torch.save({"kind": type(model).__name__, "config": model.config.to_dict(), "dtype": dtype,
                 "state_dict": model.state_dict()}, path)
 

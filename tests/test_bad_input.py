@@ -232,3 +232,35 @@ def test_explorers_refuse_bad_sizes():
         se.static_mask_explorer(torch.tensor([3, 4, 0]))
     with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
         se.static_positional_explorer(max_len=0)
+
+
+def test_helpers_that_used_to_crash_or_accept_garbage():
+    from minitfm import count_params, estimate_params, evaluate, pad_sequences, set_seed, shift_right
+    from minitfm.data import padding_fraction
+    from minitfm.debugging import grad_norms
+
+    with pytest.raises(TypeError, match="positions must be a torch.Tensor, got list"):
+        minitfm.sinusoidal_encoding([0, 1], 4)
+    with pytest.raises(ValueError, match="multiple_of must be >= 1, got 0"):
+        minitfm.swiglu_hidden_size(8, multiple_of=0)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module, got NoneType"):
+        count_params(None)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module, got NoneType"):
+        grad_norms(None)
+    with pytest.raises(TypeError, match="config must be a ModelConfig, got str"):
+        estimate_params("x")
+    with pytest.raises(TypeError, match=r"seqs\[0\] must hold integer token ids, got dtype torch.float32"):
+        pad_sequences([torch.randn(3)], 0)
+    with pytest.raises(TypeError, match="tgt_out must hold integer token ids"):
+        shift_right(torch.randn(1, 3), 1)
+    with pytest.raises(TypeError, match="seed must be an int, got str"):
+        set_seed("0")
+    with pytest.raises(ValueError, match="tokens is empty"):
+        padding_fraction(torch.zeros(0, 3, dtype=torch.long), 0)
+    with pytest.raises(TypeError, match="evaluate scores an EncoderDecoder"):
+        evaluate(None, None)
+
+
+def test_save_checkpoint_into_a_missing_folder_names_it(tmp_path):
+    with pytest.raises(ValueError, match="the folder .*nowhere does not exist"):
+        save_checkpoint(tmp_path / "nowhere" / "m.pt", lm())
