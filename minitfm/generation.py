@@ -275,7 +275,8 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
     beams (of ``max_new_tokens`` tokens) compete with its finished ones. The result is the best of
     them: no hypothesis the search ever scored beats it.
 
-    Arguments as in :func:`generate`; ``eos_id`` must be a token of the vocabulary.
+    Arguments as in :func:`generate`; ``eos_id=-1`` turns finishing off: no hypothesis ends, and the K
+    live beams of ``max_new_tokens`` tokens are the result.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
     check_positive_int(num_beams, "num_beams")
@@ -283,12 +284,7 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
         raise TypeError(f"length_penalty must be a float, got {type(length_penalty).__name__}")
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty}")
-    eos_id = model.config.eos_id if eos_id is None else eos_id
-    pad_id = model.config.pad_id if pad_id is None else pad_id
-    vocab_size = model.config.vocab_size
-    if isinstance(eos_id, bool) or not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size:
-        raise ValueError(f"eos_id must be a token id in [0, {vocab_size}) (beam search ends hypotheses with it), "
-                         f"got {eos_id!r}")
+    eos_id, pad_id = _special_ids(model, eos_id, pad_id)
     was_training = model.training
     model.eval()
     try:
@@ -316,13 +312,14 @@ def _beam_loop(model, prompt, max_new_tokens, k, length_penalty, src, eos_id, pa
         logp = next_logits(tokens, valid).float().log_softmax(dim=-1)  # (B K, V)
         # 1. every live beam followed by eos is a finished hypothesis; keep the K best finished per row
         ended = (scores + logp[:, eos_id].view(b, k)) / length ** length_penalty  # (B, K)
-        ended = ended.masked_fill(stopped[:, None], float("-inf"))  # a stopped row takes no more
+        ended = ended.masked_fill(stopped[:, None] | (eos_id < 0), float("-inf"))  # a stopped row takes no more
         ended_tokens = torch.cat([tokens, torch.full_like(tokens[:, :1], eos_id)], dim=1)  # (B K, P + length)
         ended_tokens = torch.nn.functional.pad(ended_tokens, (0, n - length), value=pad_id).view(b, k, width)
         done_scores, pick = torch.cat([done_scores, ended], dim=1).topk(k, dim=1)  # (B, 2K) -> (B, K)
         done_tokens = torch.cat([done_tokens, ended_tokens], dim=1).gather(1, pick[..., None].expand(-1, -1, width))
         # 2. the K best extensions by any other token are the next live beams
-        logp[:, eos_id] = float("-inf")
+        if eos_id >= 0:
+            logp[:, eos_id] = float("-inf")
         vocab = logp.shape[-1]
         candidates = (scores.view(-1, 1) + logp).view(b, k * vocab)  # (B K, V) -> (B, K V)
         scores, best = candidates.topk(k, dim=-1)  # (B, K) each, best first

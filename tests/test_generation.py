@@ -150,6 +150,16 @@ def test_beam_with_one_beam_and_no_eos_equals_greedy():
                        generate(ed, start, 8, src=src).tokens)
 
 
+def test_beam_search_without_eos_runs_every_beam_to_the_end():
+    model = lm()
+    out = beam_search(model, padded_prompt(), 8, num_beams=3, eos_id=-1)
+    assert out.new_tokens.shape == (2, 8)
+    # with eos turned off the beams are the K best sequences of 8 tokens, eos included as an ordinary token
+    prompts = [row[row != PAD].tolist() for row in padded_prompt()]
+    scores = [_sequence_score(model.eval(), prefix, new.tolist(), 1.0) for prefix, new in zip(prompts, out.new_tokens)]
+    torch.testing.assert_close(out.scores, torch.tensor(scores), atol=1e-4, rtol=0)
+
+
 def bigram_lm(next_probs, vocab_size):
     """A tiny LM rigged to predict ``next_probs[last token]`` ({token: probability}; the rest shares 1e-6).
 
@@ -281,8 +291,8 @@ def test_bad_input_raises():
         generate(torch.nn.Linear(2, 2), prompt, 3)
     with pytest.raises(ValueError, match="num_beams must be >= 1"):
         beam_search(model, prompt, 3, num_beams=0)
-    with pytest.raises(ValueError, match=r"eos_id must be a token id in \[0, 16\)"):
-        beam_search(model, prompt, 3, eos_id=-1)
+    with pytest.raises(ValueError, match=r"eos_id must be in \[-1, 15\]"):
+        beam_search(model, prompt, 3, eos_id=16)
     ed = EncoderDecoder(ModelConfig.tiny())
     with pytest.raises(ValueError, match="needs the source"):
         generate(ed, prompt, 3)
