@@ -35,6 +35,11 @@ class SavedTensorMeter:
     """
 
     def __init__(self, exclude: Iterable[torch.Tensor] = ()):
+        if isinstance(exclude, torch.Tensor) or not hasattr(exclude, "__iter__"):
+            raise TypeError(f"exclude must be an iterable of tensors (e.g. model.parameters()), got {type(exclude).__name__}")
+        exclude = list(exclude)
+        if not all(isinstance(p, torch.Tensor) for p in exclude):
+            raise TypeError("exclude must hold tensors only (e.g. model.parameters())")
         self._exclude = {p.untyped_storage().data_ptr() for p in exclude}
         self.storages: dict[int, int] = {}  # data pointer -> bytes
         self._hooks = None

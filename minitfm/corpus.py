@@ -181,6 +181,8 @@ def _parse(words: tuple[str, ...]) -> set[int]:
 
 def split_sentences(text: str) -> list[str]:
     """Split generated text into sentences at each full stop; an unfinished tail counts as a sentence."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
     words, sentences, current = text.split(), [], []
     for w in words:
         current.append(w)
@@ -198,6 +200,8 @@ def validity(texts: list[str], complete_only: bool = False) -> float:
     An unfinished last sentence (no full stop) counts as invalid, unless ``complete_only``: then it is
     left out, which is right for text cut at a fixed number of tokens.
     """
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+        raise TypeError(f"texts must be a list of strings, got {type(texts).__name__}")
     sentences = [s for t in texts for s in split_sentences(t)]
     if complete_only:
         sentences = [s for s in sentences if s.endswith(END)]

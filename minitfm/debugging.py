@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int, check_tensor, check_token_ids
 from .explorer_data import attention_maps, entropy
 
 
@@ -33,6 +33,12 @@ def overfit_one_batch(model: nn.Module, batch, steps: int = 100, lr: float = 3e-
     smallest loop that can memorise. ``copy_model`` trains a deep copy and leaves ``model`` untouched.
     """
     from .training import forward_batch, label_smoothed_cross_entropy  # training imports models; keep this light
+    from .data import Batch
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(batch, Batch):
+        raise TypeError(f"batch must be a minitfm.Batch (collate_pairs / collate_lm build one), got {type(batch).__name__}")
 
     check_positive_int(steps, "steps")
     model = copy.deepcopy(model) if copy_model else model
@@ -188,7 +194,7 @@ def check_causality(fn: Callable[[torch.Tensor], torch.Tensor], tokens: torch.Te
     ``lambda tgt: model(src, tgt)`` for an encoder-decoder). For every cut t < T - 1 the tokens after
     t are replaced by random different ids and outputs 0..t are compared with the original run.
     """
-    check_tensor(tokens, "tokens", ndim=2)
+    check_token_ids(tokens, "tokens", ndim=2)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         base = fn(tokens)

@@ -20,6 +20,7 @@ from IPython.display import clear_output, display
 
 from . import explorer_data as xd
 from . import plotting
+from ._checks import check_positive_int
 
 D_K_VALUES = [2 ** i for i in range(11)]  # 1 .. 1024
 
@@ -134,6 +135,8 @@ def mask_explorer(tokens=None, labels=None, pad_id: int = 0) -> Explorer:
 
 def positional_explorer(max_len: int = 24, d_model: int = 16, seed: int = 0) -> Explorer:
     """Scheme, dimension pair and position -> the encoding table, one pair's curves, similarity by distance."""
+    check_positive_int(max_len, "max_len")
+    check_positive_int(d_model, "d_model")
     controls = {
         "scheme": widgets.Dropdown(options=list(xd.POSITIONAL_SCHEMES), value="sinusoidal", description="scheme"),
         "pair": widgets.IntSlider(0, 0, d_model // 2 - 1, description="dim pair"),

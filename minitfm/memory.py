@@ -20,7 +20,7 @@ from typing import Iterable
 
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_number, check_positive_int
 
 _BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
 
@@ -126,6 +126,7 @@ def batch_for_cache_fraction(shape: ModelShape, seq_len: int, fraction: float,
 
 def format_bytes(n: float) -> str:
     """Human-readable bytes with binary units: 1536 -> '1.50 KiB'."""
+    check_number(n, "n (bytes)")
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_module_input, check_positive_int, check_tensor
 from .feedforward import make_ffn
 
 
@@ -38,6 +38,13 @@ class Routing(NamedTuple):
 
 def expert_load(indices: torch.Tensor, n_experts: int) -> torch.Tensor:
     """Share of the N * k routed slots that each expert received: (N, k) -> (E,)."""
+    check_positive_int(n_experts, "n_experts")
+    check_tensor(indices, "indices")
+    if indices.is_floating_point() or indices.dtype == torch.bool or indices.numel() == 0:
+        raise TypeError(f"indices must be a non-empty tensor of expert numbers, got {indices.dtype} {tuple(indices.shape)}")
+    if int(indices.min()) < 0 or int(indices.max()) >= n_experts:
+        raise ValueError(f"indices must be expert numbers in [0, {n_experts}), got min {int(indices.min())}, "
+                         f"max {int(indices.max())}")
     counts = torch.bincount(indices.flatten(), minlength=n_experts)
     return counts.float() / indices.numel()
 
@@ -50,6 +57,10 @@ def load_balancing_loss(probs: torch.Tensor, indices: torch.Tensor) -> torch.Ten
     """
     check_tensor(probs, "probs", ndim=2, floating=True)
     n_experts = probs.shape[-1]
+    check_tensor(indices, "indices", ndim=2)
+    if indices.shape[0] != probs.shape[0]:
+        raise ValueError(f"probs (N, E) and indices (N, k) must have the same N, got {tuple(probs.shape)} "
+                         f"and {tuple(indices.shape)}")
     f = expert_load(indices, n_experts)  # (E,)
     p = probs.mean(dim=0)  # (N, E) -> (E,)
     return n_experts * (f * p).sum()
@@ -87,6 +98,7 @@ class MoEFeedForward(nn.Module):
         check_tensor(x, "x", ndim=3, floating=True)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (B, T, D={self.d_model}), got {tuple(x.shape)}")
+        check_module_input(x, "x", self, self.d_model)  # dtype against the weights
         tokens = x.reshape(-1, self.d_model)  # (B, T, D) -> (N, D)
         routing = self.route(tokens)
         out = torch.zeros_like(tokens)

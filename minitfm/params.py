@@ -60,6 +60,9 @@ def count_params(model: nn.Module) -> dict[str, int]:
 
 def attention_params(c: ModelConfig) -> int:
     """q_proj D x H Dh, k_proj and v_proj D x H_kv Dh each, out_proj H Dh x D, plus their biases."""
+    if not isinstance(c, ModelConfig):
+        raise TypeError(f"c must be a ModelConfig, got {type(c).__name__}")
+    c = c.resolved()
     q, kv = c.n_heads * c.d_head, c.n_kv_heads * c.d_head
     weights = c.d_model * q + 2 * c.d_model * kv + q * c.d_model
     return weights + (q + 2 * kv + c.d_model if c.bias else 0)

@@ -264,3 +264,28 @@ def test_helpers_that_used_to_crash_or_accept_garbage():
 def test_save_checkpoint_into_a_missing_folder_names_it(tmp_path):
     with pytest.raises(ValueError, match="the folder .*nowhere does not exist"):
         save_checkpoint(tmp_path / "nowhere" / "m.pt", lm())
+
+
+def test_second_sweep_of_helpers():
+    from minitfm import corpus, memory, moe
+    from minitfm.activations import SavedTensorMeter
+    from minitfm.debugging import check_causality, overfit_one_batch
+
+    with pytest.raises(TypeError, match=r"x has dtype float16 but MoEFeedForward's weights are float32"):
+        moe.MoEFeedForward(8, n_experts=2, top_k=1)(torch.randn(2, 3, 8).half())
+    with pytest.raises(ValueError, match=r"indices must be expert numbers in \[0, 2\), got min 5"):
+        moe.expert_load(torch.tensor([[5]]), 2)
+    with pytest.raises(ValueError, match="must have the same N"):
+        moe.load_balancing_loss(torch.rand(3, 2), torch.tensor([[0], [1]]))
+    with pytest.raises(TypeError, match="texts must be a list of strings, got str"):
+        corpus.validity("a cat")
+    with pytest.raises(TypeError, match="text must be a string, got NoneType"):
+        corpus.split_sentences(None)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        overfit_one_batch(None, None)
+    with pytest.raises(TypeError, match="tokens must hold integer token ids"):
+        check_causality(lambda t: t, torch.randn(1, 3), 5)
+    with pytest.raises(TypeError, match="exclude must hold tensors only"):
+        SavedTensorMeter("x")
+    with pytest.raises(ValueError, match="must be a finite number"):
+        memory.format_bytes(NAN)
