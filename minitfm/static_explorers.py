@@ -14,12 +14,14 @@ Glossary: B batch, H heads, L layers, T_q/T_k queries/keys, T positions, D d_mod
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html as html_lib
 import itertools
 import json
 import re
 import warnings
+from importlib import resources
 from pathlib import Path
 
 import matplotlib
@@ -28,7 +30,6 @@ import torch
 
 from . import explorer_data as xd
 from ._checks import check_positive_int
-from ._explorer_js import ENGINE_JS
 
 MAX_BYTES = 1_000_000
 _instances = itertools.count()  # ids from a counter and a hash, never random: notebook outputs stay stable
@@ -62,6 +63,20 @@ def decode_spec(html: str) -> dict:
     spec = json.loads(match.group(1))
     spec["arrays"] = {name: decode_array(entry) for name, entry in spec["arrays"].items()}
     return spec
+
+
+@functools.lru_cache(maxsize=None)
+def _engine_js() -> str:
+    """The browser engine, ``explorer_engine.js`` (package data), as pages embed it inline.
+
+    Its leading ``//`` comment lines (the file's description) are dropped; what remains, from the
+    blank line before the code on, is the exact text that committed notebook outputs embed.
+    """
+    text = resources.files(__package__).joinpath("explorer_engine.js").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("//"):
+        lines.pop(0)
+    return "".join(lines)
 
 
 def _viridis() -> str:
@@ -99,7 +114,7 @@ class StaticExplorer:
                "margin:8px 0;max-width:100%;box-sizing:border-box;"
                "font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'Noto Sans','PingFang SC',sans-serif")
         first = " · ".join(r if isinstance(r, str) else r["texts"][0] for r in self.spec.get("readouts", []))
-        script = ENGINE_JS.replace("__ROOT_ID__", i).replace("__VIRIDIS__", _viridis())
+        script = _engine_js().replace("__ROOT_ID__", i).replace("__VIRIDIS__", _viridis())
         return (
             f'<div id="{i}" class="minitfm-explorer" data-minitfm-explorer="{self.name}" style="{box}">'
             f'<div style="font-weight:600;font-size:14px;margin-bottom:4px">{_text_for_html(self.title)}</div>'

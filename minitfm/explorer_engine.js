@@ -1,13 +1,15 @@
-"""The browser side of ``static_explorers``: one small, dependency-free JavaScript engine.
+// The browser side of minitfm.static_explorers: one small, dependency-free JavaScript engine.
+//
+// It reads the explorer's JSON spec (controls, base64 float32 arrays, label lists, views, readouts)
+// from the <script type="application/json" data-minitfm-data> next to it, builds the controls and
+// draws every view on a <canvas>: heatmaps (with hover values and a colour bar), line charts and bar
+// charts. It computes nothing but positions and colours: every number shown was computed in Python.
+//
+// static_explorers.py embeds this file inline in each explorer's HTML (the pages need no URL), after
+// dropping these leading // comment lines and replacing two placeholders: __ROOT_ID__ (the explorer's
+// element id) and __VIRIDIS__ (the colour map, a JSON list of [r, g, b]). Notebook outputs embed the
+// exact text, so any change here means re-executing the notebooks that show a static explorer.
 
-It reads the explorer's JSON spec (controls, base64 float32 arrays, label lists, views, readouts)
-from the ``<script type="application/json" data-minitfm-data>`` next to it, builds the controls and
-draws every view on a ``<canvas>``: heatmaps (with hover values and a colour bar), line charts and bar
-charts. It computes nothing but positions and colours: every number shown was computed in Python.
-Kept as a Python string so the package needs no data files.
-"""
-
-ENGINE_JS = r"""
 (function () {
   "use strict";
   var me = document.currentScript;
@@ -362,4 +364,3 @@ ENGINE_JS = r"""
     }).observe(root);
   }
 })();
-"""
