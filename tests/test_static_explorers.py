@@ -1,9 +1,4 @@
-import html
 import json
-import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,9 +6,10 @@ import torch
 
 from minitfm import static_explorers as se
 from minitfm.explorer_data import example_logits
-from site_browser import CHROMIUM_FLAGS, find_chromium
+from site_browser import browser_unavailable, launch
 
-CHROMIUM = find_chromium()  # $CHROMIUM, else chromium / google-chrome on PATH (shared with the site test)
+# Playwright driving the system Chromium ($CHROMIUM, else chromium / google-chrome on PATH), as in the site test
+BROWSER_MISSING = browser_unavailable()
 
 
 def _weights():
@@ -126,28 +122,28 @@ window.addEventListener("load", function () {
 
 
 def _run_chromium(page: Path) -> str:
-    profile = tempfile.mkdtemp(prefix="minitfm-chromium-")
-    try:
-        result = subprocess.run(
-            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--window-size=900,2000",
-             "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    return result.stdout
+    """Open ``page`` in headless Chromium and return the DRIVER's result block (JSON text)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            tab = browser.new_page(viewport={"width": 900, "height": 2000})
+            tab.goto(page.as_uri(), wait_until="load")
+            tab.wait_for_function("document.getElementById('minitfm-test-result').textContent !== 'pending'",
+                                  timeout=60_000)
+            return tab.text_content("#minitfm-test-result")
+        finally:
+            browser.close()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless browser test needs Chromium: install it "
-                    "(apt-get install chromium) or set CHROMIUM to its path")
+@pytest.mark.skipif(BROWSER_MISSING is not None, reason=BROWSER_MISSING or "")
 def test_explorers_respond_to_controls_in_headless_chromium(tmp_path):
     explorers = _all_explorers() + [se.static_attention_explorer(_weights(), list("abcd"), list("xyz"))]
     page = tmp_path / "page.html"
     page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
                     + "".join(e.html for e in explorers) + DRIVER + "</body></html>", encoding="utf-8")
-    dom = _run_chromium(page)
-    match = re.search(r'<pre id="minitfm-test-result">(.*?)</pre>', dom, re.S)
-    assert match, f"Chromium returned no result block; stdout starts: {dom[:300]!r}"
-    results = json.loads(html.unescape(match.group(1)))
+    results = json.loads(_run_chromium(page))
     assert [r["name"] for r in results] == [e.name for e in explorers]
     assert len({r["id"] for r in results}) == len(results)  # two attention explorers, no clash
     expected_views = {"attention": 1, "scaling": 3, "masks": 2, "positional": 3, "sampling": 1}

@@ -7,7 +7,8 @@
 # 1. Browser assets the site serves itself (no CDN): MathJax, RequireJS, the Jupyter widgets'
 #    HTML manager.  Exact versions are pinned in tools/site/package-lock.json and installed with
 #    `npm ci` (skipped when tools/site/node_modules already matches the lock file), then staged
-#    into _build/site_assets/_assets/, which Sphinx copies into the site as _assets/.
+#    into _build/site_assets/_assets/, which Sphinx copies into the site as _assets/.  The same
+#    lock file pins axe-core, which only the site test uses: it goes to _build/test_assets/.
 # 2. `jupyter-book build . -W --keep-going`: any warning (broken cross-reference, missing image,
 #    notebook with an error output, missing asset) fails the build, after reporting them all.
 #    Notebooks are not executed (they are committed executed and checked by pytest/nbval).
@@ -53,6 +54,10 @@ for dir in "$STAGE/widgets/@jupyter-widgets" "$STAGE/widgets/@jupyter-widgets/ht
   cp "$HM"/*.woff2 "$HM"/*.woff "$dir/"
 done
 cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/dev/null || true
+# axe-core is for the site test only (tests/test_site.py injects it into each page to audit
+# accessibility); it goes next to the site, not into it.
+mkdir -p _build/test_assets
+cp "$MODULES/axe-core/axe.min.js" "$MODULES/axe-core/LICENSE" _build/test_assets/
 
 start=$SECONDS
 jupyter-book build . -W --keep-going "$@"

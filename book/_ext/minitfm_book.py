@@ -7,6 +7,10 @@
 2. The site serves MathJax, RequireJS and the widgets' HTML manager itself (no CDN).  They are
    staged by ``tools/build_book.sh``; if someone runs ``jupyter-book build`` directly without
    them, say so plainly instead of publishing pages whose math and widgets cannot load.
+3. Accessibility (the axe-core audit in tests/test_site.py): docutils writes the bibliography as
+   ``<div role="list" class="citation-list">`` whose children are not list items (axe
+   aria-required-children) and each entry with the deprecated role ``doc-biblioentry`` (axe
+   aria-deprecated-role).  Both roles are dropped from the page; the entries stay plain ``<div>``s.
 """
 
 from __future__ import annotations
@@ -73,7 +77,22 @@ def check_assets(app: Sphinx) -> None:
         )
 
 
+INVALID_CITATION_ROLES = (
+    ('<div role="list" class="citation-list">', '<div class="citation-list">'),
+    (' role="doc-biblioentry"', ""),
+)
+
+
+def drop_invalid_citation_roles(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    body = context.get("body")
+    if body and "citation-list" in body:
+        for old, new in INVALID_CITATION_ROLES:
+            body = body.replace(old, new)
+        context["body"] = body
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("source-read", check_notebook_errors)
     app.connect("builder-inited", check_assets)
+    app.connect("html-page-context", drop_invalid_citation_roles)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

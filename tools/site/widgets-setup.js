@@ -7,6 +7,9 @@
  * 2. ipywidgets 8 typesets widget labels with the MathJax 2 API (MathJax.Hub.Queue) while the book
  *    loads MathJax 3: provide Hub.Queue on whatever object window.MathJax becomes, translated to
  *    MathJax 3's typesetPromise.
+ * 3. ipywidgets 8 sliders (noUiSlider) give their handle role="slider" but no accessible name: the
+ *    widget's description <label> is not tied to it, and ipywidgets has no option for it.  Each
+ *    handle without a name gets aria-label = its widget's description (axe: aria-input-field-name).
  */
 (function () {
   "use strict";
@@ -30,6 +33,20 @@
     }
     return mj;
   }
+  function nameSliderHandles() {
+    var handles = document.querySelectorAll('.noUi-handle[role="slider"]:not([aria-label]):not([aria-labelledby])');
+    Array.prototype.forEach.call(handles, function (handle) {
+      var widget = handle.closest(".widget-slider, .jupyter-widgets");
+      var label = widget && widget.querySelector(".widget-label");
+      var name = label && (label.textContent.trim() || (label.getAttribute("title") || "").trim());
+      if (name) { handle.setAttribute("aria-label", name); }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    nameSliderHandles();
+    new MutationObserver(nameSliderHandles).observe(document.body, { childList: true, subtree: true });
+  });
+
   var current = withHub(window.MathJax);
   Object.defineProperty(window, "MathJax", {
     configurable: true, enumerable: true,
