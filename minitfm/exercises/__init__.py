@@ -1,0 +1,29 @@
+"""Checkers for the book's "build" exercises: call one with your function and read the verdict.
+
+    from minitfm.exercises import check_causal_mask
+    check_causal_mask(my_causal_mask)   # prints "✓ check_causal_mask: all 6 cases pass" or what differs
+
+Each checker runs your function on cases it generates (edge cases included), compares the answer with the
+library's, and names the first failing case and what differs. It prints its verdict and returns a
+:class:`CheckResult` (``.passed``, ``.message``); it never raises on a mistake and never shows the
+reference code. A function that raises ``NotImplementedError`` (the notebook's stub) gets
+"not implemented yet". Set ``MINITFM_CHECK_LOG=path`` to append every verdict to ``path`` as a JSON line
+(``tools/grade.py`` does this to grade a class).
+"""
+from ._core import CheckResult
+from .attention import check_attention
+from .beam import check_beam_step
+from .cache import check_kv_cache_update
+from .debugging import check_causality_detector, check_first_nonfinite
+from .feedforward import check_swiglu
+from .heads import check_merge_heads, check_split_heads
+from .masks import check_causal_mask, check_padding_mask
+from .norms import check_layer_norm, check_rms_norm
+from .positional import check_alibi_slopes, check_rope, check_sinusoidal_encoding
+from .sampling import check_repetition_penalty, check_temperature, check_top_k, check_top_p
+from .schedules import check_noam, check_warmup_cosine
+from .training import check_label_smoothed_loss, check_shift_right
+
+CHECKERS = {name: obj for name, obj in globals().items() if name.startswith("check_")}
+
+__all__ = ["CheckResult", "CHECKERS", *CHECKERS]
