@@ -1,0 +1,176 @@
+"""The students' edition (`python tools/notebooks.py student OUT/`) keeps the exercises and drops every solution."""
+import csv
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("notebooks_tool", ROOT / "tools" / "notebooks.py")
+tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tool)
+
+
+def everything(nb) -> str:
+    """Every source line and every text output of a notebook, as one string."""
+    parts = []
+    for cell in nb.cells:
+        parts.append(cell.source)
+        for output in cell.get("outputs", []):
+            text = output.get("text") or "".join(output.get("data", {}).get("text/plain", ""))
+            parts.append(text if isinstance(text, str) else "".join(text))
+    return "\n".join(parts)
+
+
+SYNTHETIC = [
+    nbformat.v4.new_markdown_cell(
+        "```{admonition} Exercise 1 (build)\n:class: tip\nEXERCISE_ONE: write `my_mask`.\n```\n\n"
+        "````{admonition} Solution\n:class: dropdown\nSECRET_FENCED_4 in prose.\n\n```python\n"
+        "def my_mask(t):  # SECRET_CODE_IN_SOLUTION\n    return t\n```\n````\n\nAfter the block: KEPT_AFTER."),
+    nbformat.v4.new_code_cell("def my_mask(t_q, t_k):\n    raise NotImplementedError  # STUB_KEPT"),
+    nbformat.v4.new_code_cell("from minitfm.exercises import check_causal_mask\ncheck_causal_mask(my_mask)  # CHECK_KEPT"),
+    nbformat.v4.new_code_cell("# SOLUTION: the test suite runs this\ndef my_mask(t_q, t_k):\n    return SECRET_SOLUTION_CELL"),
+    nbformat.v4.new_code_cell("x = 'SECRET_TAGGED_CELL'", metadata={"tags": ["solution"]}),
+    nbformat.v4.new_markdown_cell(
+        "EXERCISE_TWO: predict the shape.\n\n```{admonition} Solution\n:class: dropdown\nSECRET_FENCED_3\n```"),
+    nbformat.v4.new_markdown_cell(":::{admonition} Solution\n:class: dropdown\nSECRET_COLON_FENCE\n:::"),
+    nbformat.v4.new_markdown_cell(
+        "EXERCISE_THREE in HTML.\n\n<details>\n<summary>Solution</summary>\n\nSECRET_DETAILS with **Markdown**.\n\n"
+        "<details>\n<summary>A nested note</summary>\n\nSECRET_NESTED\n\n</details>\n\n```python\nSECRET_DETAILS_CODE = 1\n"
+        "```\n\n</details>\n\n<details>\n<summary>Hint</summary>\n\nHINT_KEPT\n\n</details>"),
+    nbformat.v4.new_markdown_cell("<details><summary>Solution (Ex 3)</summary>\n\nSECRET_ONE_LINE_SUMMARY\n\n</details>"),
+]
+
+
+def test_a_synthetic_notebook_loses_every_solution_form_and_keeps_the_rest(tmp_path):
+    source = tmp_path / "in" / "chapter.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=SYNTHETIC), source)
+    assert tool.main(["student", str(tmp_path / "out"), str(source)]) == 0
+    nb = nbformat.read(tmp_path / "out" / "chapter.ipynb", as_version=4)
+    nbformat.validate(nb)
+    text = everything(nb)
+    assert re.findall(r"SECRET_\w+", text) == []
+    assert "Solution" not in text
+    for kept in ("EXERCISE_ONE", "EXERCISE_TWO", "EXERCISE_THREE", "KEPT_AFTER", "STUB_KEPT", "CHECK_KEPT", "HINT_KEPT"):
+        assert kept in text, kept
+    assert len(nb.cells) == 5  # 9 cells - 2 solution code cells - 2 Markdown cells that held only a solution
+
+
+@pytest.fixture(scope="module")
+def edition(tmp_path_factory):
+    out = tmp_path_factory.mktemp("students")
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "student", str(out)],
+                            capture_output=True, text=True, check=True)
+    assert "without solutions" in result.stdout
+    return out
+
+
+def solution_bodies(nb) -> list[str]:
+    """Solution text found independently of the tool: fenced Solution blocks up to the same fence, and
+    <details> blocks whose summary says Solution; plus code cells marked # SOLUTION."""
+    bodies = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            if cell.source.lstrip().startswith("# SOLUTION"):
+                bodies.append(cell.source)
+            continue
+        lines = cell.source.split("\n")
+        for i, line in enumerate(lines):
+            fence = re.match(r"\s*(`{3,}|:{3,})\{admonition\} Solution", line)
+            if fence:
+                end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == fence.group(1))
+                bodies.append("\n".join(lines[i + 1:end]))
+        for block in re.findall(r"<details>\s*<summary>[^<]*Solution.*?</details>", cell.source, re.S | re.I):
+            bodies.append(block)
+    return bodies
+
+
+def test_the_command_writes_every_notebook(edition):
+    names = sorted(p.name for p in tool.all_notebooks())
+    assert sorted(p.name for p in edition.glob("*.ipynb")) == names and len(names) >= 10
+    for name in names:
+        assert "{admonition} Solution" not in everything(nbformat.read(edition / name, as_version=4)), name
+
+
+def test_the_real_notebooks_keep_no_solution_text_or_code():
+    checked = 0
+    for path in tool.all_notebooks():  # converted in memory: other people may be editing the files meanwhile
+        original = nbformat.read(path, as_version=4)
+        student = tool.student_notebook(original)
+        text, bodies = everything(student), solution_bodies(original)
+        outside = everything(original)
+        for body in bodies:  # what the notebook says outside its solutions may stay (an exercise quoting code)
+            outside = outside.replace(body, "")
+        for body in bodies:
+            for line in body.split("\n"):  # every distinctive solution line is gone
+                line = line.strip()
+                if len(line) >= 25 and line not in outside:
+                    assert line not in text, f"{path.name}: solution line survived: {line!r}"
+                    checked += 1
+        assert not re.search(r"\{admonition\} Solution|<summary>[^<]*Solution", text, re.I), path.name
+        exercises = lambda nb: re.findall(r"\{admonition\} Exercise [^\n]*", everything(nb))  # noqa: E731
+        assert exercises(student) == exercises(original), path.name
+        kept_code = [c.source for c in original.cells if c.cell_type == "code" and not tool.is_solution_cell(c)]
+        assert [c.source for c in student.cells if c.cell_type == "code"] == kept_code, path.name
+    assert checked > 100  # the notebooks do hold solutions, and they were looked for
+
+
+def test_it_refuses_to_overwrite_the_notebooks():
+    with pytest.raises(SystemExit, match="refusing to write the students' edition over the notebooks"):
+        tool.main(["student", str(tool.NOTEBOOKS)])
+
+
+def test_it_needs_an_output_folder(capsys):
+    with pytest.raises(SystemExit):
+        tool.main(["student"])
+    assert "student needs an output folder" in capsys.readouterr().err
+
+
+# ---- grading a class with tools/grade.py ----
+grade_spec = importlib.util.spec_from_file_location("grade_tool", ROOT / "tools" / "grade.py")
+grade_tool = importlib.util.module_from_spec(grade_spec)
+grade_spec.loader.exec_module(grade_tool)
+
+
+def submission(mask_body: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import torch\nfrom minitfm.exercises import check_causal_mask, check_padding_mask"),
+        nbformat.v4.new_code_cell(f"def my_causal_mask(t_q, t_k):\n    {mask_body}\ncheck_causal_mask(my_causal_mask)"),
+        nbformat.v4.new_code_cell("def my_padding_mask(tokens, pad_id):\n    raise NotImplementedError\n"
+                                  "check_padding_mask(my_padding_mask)"),
+        nbformat.v4.new_code_cell("1 / 0  # an error in a cell does not stop the grading"),
+    ])
+
+
+def test_grade_runs_every_students_notebook_and_collects_each_verdict(tmp_path):
+    pytest.importorskip("nbclient")
+    right = "return ~torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)"
+    for student, body in (("alice", right), ("bob", "return torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)")):
+        (tmp_path / "class" / student).mkdir(parents=True)
+        nbformat.write(submission(body), tmp_path / "class" / student / "02_masks.ipynb")
+    rows = grade_tool.grade(tmp_path / "class", tmp_path / "grades.csv", timeout=120)
+    got = {(r["student"], r["checker"]): r["status"] for r in rows}
+    assert got == {("alice", "check_causal_mask"): "pass", ("alice", "check_padding_mask"): "not implemented",
+                   ("bob", "check_causal_mask"): "fail", ("bob", "check_padding_mask"): "not implemented"}
+    bob = next(r for r in rows if r["student"] == "bob" and r["checker"] == "check_causal_mask")
+    assert "polarity is flipped" in bob["message"] and bob["notebook_error"].startswith("ZeroDivisionError")
+    with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == [r["status"] for r in rows] and len(rows) == 4
+    assert grade_tool.summary(rows) == "alice: 1 of 2 checks pass\nbob: 0 of 2 checks pass"
+
+
+def test_grade_can_read_the_verdicts_already_in_saved_outputs(tmp_path):
+    nb = submission("pass")
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
+        "✗ check_causal_mask: case 1 of 6 fails (a square 4 x 4 mask)\n  the mask's polarity is flipped\n"))]
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="✓ check_padding_mask: all 4 cases pass\n")]
+    nbformat.write(nb, tmp_path / "carol.ipynb")
+    rows = grade_tool.grade(tmp_path, tmp_path / "grades.csv", execute=False)
+    assert [(r["student"], r["checker"], r["status"]) for r in rows] == [
+        ("carol", "check_causal_mask", "fail"), ("carol", "check_padding_mask", "pass")]
+    assert rows[0]["message"].endswith("the mask's polarity is flipped")
