@@ -394,6 +394,22 @@ CASES = {
         [(lambda fn, x: leaks(fn, x, last_only=True), "only change the last token"),
          (lambda fn, x: leaks(fn, x, start=lambda t: t), "also change the token at t itself"),
          (lambda fn, x: leaks(fn, x, atol=1e-2), "small leak went unnoticed")]),
+    "check_patchify": (
+        lambda im, p: im.reshape(im.shape[0], im.shape[1], im.shape[2] // p, p, im.shape[3] // p, p)
+        .permute(0, 2, 4, 1, 3, 5).flatten(3).flatten(1, 2),
+        [(lambda im, p: im.reshape(im.shape[0], -1, im.shape[1] * p * p), "straight into"),
+         (lambda im, p: im.reshape(im.shape[0], im.shape[1], im.shape[2] // p, p, im.shape[3] // p, p)
+          .permute(0, 2, 4, 3, 5, 1).flatten(3).flatten(1, 2), r"flattened as \(P, P, C\)"),
+         (lambda im, p: im.reshape(im.shape[0], im.shape[1], im.shape[2] // p, p, im.shape[3] // p, p)
+          .permute(0, 4, 2, 1, 3, 5).flatten(3).flatten(1, 2), "column by column"),
+         (lambda im, p: F.unfold(im, p, stride=p), r"as F.unfold returns it")]),
+    "check_window_partition": (
+        lambda x, m: x.unflatten(1, (-1, m)).unflatten(3, (-1, m)).transpose(2, 3).flatten(3, 4).flatten(0, 2),
+        [(lambda x, m: x.reshape(-1, m * m, x.shape[-1]), "straight into"),
+         (lambda x, m: x.unflatten(1, (-1, m)).unflatten(3, (-1, m)).permute(0, 3, 1, 2, 4, 5).flatten(3, 4)
+          .flatten(0, 2), "windows are numbered column by column"),
+         (lambda x, m: x.unflatten(1, (-1, m)).unflatten(3, (-1, m)).permute(0, 1, 3, 4, 2, 5).flatten(3, 4)
+          .flatten(0, 2), "inside each window are in column order")]),
 }
 
 
@@ -470,6 +486,8 @@ LIBRARY = {
     "check_top_p": lambda logits, p: m.TopP(p)(torch.zeros(logits.shape[0], 0, dtype=torch.long), logits),
     "check_temperature": lambda logits, t: m.Temperature(t)(torch.zeros(logits.shape[0], 0, dtype=torch.long), logits),
     "check_repetition_penalty": penalty_ok,
+    "check_patchify": m.vision.patchify,
+    "check_window_partition": m.windows.window_partition,
 }
 
 

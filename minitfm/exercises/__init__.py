@@ -23,6 +23,7 @@ from .positional import check_alibi_slopes, check_rope, check_sinusoidal_encodin
 from .sampling import check_repetition_penalty, check_temperature, check_top_k, check_top_p
 from .schedules import check_noam, check_warmup_cosine
 from .training import check_label_smoothed_loss, check_shift_right
+from .vision import check_patchify, check_window_partition
 
 CHECKERS = {name: obj for name, obj in globals().items() if name.startswith("check_")}
 
