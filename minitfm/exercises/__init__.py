@@ -8,7 +8,7 @@ library's, and names the first failing case and what differs. It prints its verd
 :class:`CheckResult` (``.passed``, ``.message``); it never raises on a mistake and never shows the
 reference code. A function that raises ``NotImplementedError`` (the notebook's stub) gets
 "not implemented yet". Set ``MINITFM_CHECK_LOG=path`` to append every verdict to ``path`` as a JSON line
-(``tools/grade.py`` does this to grade a class).
+(an absolute path: a notebook kernel runs in its own folder; ``tools/grade.py`` does this to grade a class).
 """
 from ._core import CheckResult
 from .attention import check_attention
