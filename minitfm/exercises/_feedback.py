@@ -20,7 +20,7 @@ def describe_difference(got, expected, name: str = "your output", atol: float = 
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             n = len(got) if isinstance(got, (tuple, list)) else 1
-            return f"{name} should be {len(expected)} values, got {n} ({type(got).__name__})"
+            return f"your function should return {len(expected)} values (a tuple), got {n} ({type(got).__name__})"
         for i, (g, e) in enumerate(zip(got, expected)):
             diff = describe_difference(g, e, f"element {i} of your answer", atol, rtol)
             if diff:

@@ -30,7 +30,8 @@ def check_kv_cache_update(cache_update, verbose: bool = True) -> CheckResult:
         Mistake("off by one: you write one position after the length pointer; the first free slot is `length`",
                 lambda i: _wrong_update(*i.values(), start=lambda n: n + 1)),
         Mistake("you return the whole buffer (T_max positions); return only the valid prefix "
-                "[:, :, :length + T_new], the positions written so far", lambda i: _wrong_update(*i.values(), whole=True)),
+                "[:, :, :length + T_new], the positions written so far",
+                lambda i: _wrong_update(*i.values(), whole=True)),
         Mistake("the length pointer did not move: new_length must be length + T_new",
                 lambda i: _wrong_update(*i.values(), advance=False)),
     ]

@@ -32,7 +32,8 @@ def _keep_one(got, expected):
 def _cases(what_logits, expected_fn, mistakes, extra):
     cases = []
     for what, shape, seed, dtype, arg in what_logits:
-        make = lambda s=shape, sd=seed, dt=dtype, a=arg: {"logits": randn(*s, seed=sd, dtype=dt) * 2, extra: a}  # noqa: E731
+        def make(s=shape, sd=seed, dt=dtype, a=arg):
+            return {"logits": randn(*s, seed=sd, dtype=dt) * 2, extra: a}
         cases.append(Case(what, make, expected_fn(make()), mistakes, compare=_keep_one))
     return cases
 
@@ -83,7 +84,10 @@ def check_top_k(top_k, verbose: bool = True) -> CheckResult:
 
 
 def _top_p_variant(logits, p, *, shift=True, sort=True, fill=float("-inf")):
-    order = logits.argsort(dim=-1, descending=True, stable=True) if sort else torch.arange(logits.shape[-1]).expand_as(logits)
+    if sort:
+        order = logits.argsort(dim=-1, descending=True, stable=True)
+    else:
+        order = torch.arange(logits.shape[-1]).expand_as(logits)
     probs = logits.gather(-1, order).float().softmax(-1)
     mass = probs.cumsum(-1) - (probs if shift else 0)
     remove_sorted = mass >= p if shift else mass > p
