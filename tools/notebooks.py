@@ -1,9 +1,10 @@
 """Maintain the book's notebooks.
 
-    python tools/notebooks.py sync               # write the standard set-up cell into every notebook
+    python tools/notebooks.py sync               # write the standard set-up cell (tagged hide-input) into every notebook
     python tools/notebooks.py check              # exit 1 if a notebook's set-up cell is out of date
     python tools/notebooks.py execute [NB ...]   # re-execute notebooks in place (all by default)
     python tools/notebooks.py student OUT/ [NB ...]  # the students' edition: every notebook without solutions
+    python tools/notebooks.py commonmark [NB ...]    # rewrite MyST-only Markdown so Colab/Jupyter render it too
 
 The set-up cell installs minitfm from the repository when it is not importable (Colab) and does nothing
 elsewhere. The repository URL comes from one place: ``repository.url`` in ``_config.yml``.
@@ -31,6 +32,9 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 SETUP_MARKER = "# minitfm set-up"
+# The book shows the set-up cell collapsed (MyST-NB: a "Show code cell source" toggle); Colab and Jupyter
+# show it as it is, since it is the cell that installs the library there.
+SETUP_TAG = "hide-input"
 
 
 def repository_url() -> str:
@@ -54,6 +58,11 @@ def setup_source() -> str:
     )
 
 
+def setup_cell_is_current(cell, source: str) -> bool:
+    """The set-up cell has the current source and the tag that collapses it in the book."""
+    return cell.source == source and SETUP_TAG in cell.get("metadata", {}).get("tags", [])
+
+
 def all_notebooks() -> list[Path]:
     return sorted(p for p in NOTEBOOKS.glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
@@ -68,14 +77,17 @@ def sync(paths: list[Path]) -> int:
         nb = nbformat.read(path, as_version=4)
         cell = first_code_cell(nb)
         if cell is not None and cell.source.startswith(SETUP_MARKER):
-            if cell.source == source:
+            if setup_cell_is_current(cell, source):
                 continue
             cell.source = source
         else:
             index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
-            new = nbformat.v4.new_code_cell(source)
-            new.pop("id", None)
-            nb.cells.insert(index, new)
+            cell = nbformat.v4.new_code_cell(source)
+            cell.pop("id", None)
+            nb.cells.insert(index, cell)
+        tags = cell.metadata.setdefault("tags", [])
+        if SETUP_TAG not in tags:
+            tags.append(SETUP_TAG)
         nbformat.validator.normalize(nb)
         nbformat.write(nb, path)
         print(f"updated set-up cell: {path.relative_to(ROOT)}")
@@ -86,10 +98,11 @@ def check(paths: list[Path]) -> int:
     source, bad = setup_source(), []
     for path in paths:
         cell = first_code_cell(nbformat.read(path, as_version=4))
-        if cell is None or cell.source != source:
+        if cell is None or not setup_cell_is_current(cell, source):
             bad.append(str(path.relative_to(ROOT)))
     if bad:
-        print("set-up cell missing or out of date (run `python tools/notebooks.py sync`):", *bad, sep="\n  ")
+        print(f"set-up cell missing, out of date or not tagged {SETUP_TAG!r} "
+              "(run `python tools/notebooks.py sync`):", *bad, sep="\n  ")
         return 1
     print(f"{len(paths)} notebooks have the current set-up cell")
     return 0
@@ -191,9 +204,215 @@ def student(paths: list[Path], out: Path) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------- commonmark
+# Notebooks are read in Colab, JupyterLab and classic Jupyter (CommonMark) as often as in the book
+# (MyST). `commonmark` rewrites MyST-only Markdown into constructs that both render alike:
+#   exercise admonition   -> <div class="exercise" id="ex-N-M"> + Markdown + </div>
+#   dropdown "Solution"   -> <details class="solution"><summary>Solution</summary> + Markdown + </details>
+#   {cite:t}`key`         -> [Vaswani et al. (2017)](../book/references.md#cite-key)
+#   {cite:p}`a,b`         -> ([A et al., 2017](...#cite-a); [B and C, 2019](...#cite-b))
+#   {term}`x`             -> [x](../book/glossary.md#term-x)
+#   {doc}`02_masks`       -> [<that page's title>](02_masks.ipynb)
+#   {ref}`text <label>`   -> [text](#label), or [text](other.ipynb#label) in another notebook
+#   (label)=              -> <a id="label"></a>
+# Markdown cells only (they have no outputs: nothing needs re-executing); idempotent.
+MYST_SYNTAX = re.compile(
+    r"\{(?:admonition|note|tip|warning|important|hint|caution|dropdown)\}"  # directives
+    r"|\{(?:cite(?::\w+)?|term|ref|doc|numref|eq|download)\}`"               # roles
+    r"|^\s*:(?:class|name):"                                                 # directive options
+    r"|^\s*\([\w.:-]+\)=\s*$",                                               # label lines
+    re.M,
+)
+_FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|:{3,})\s*\{(admonition|note|tip|warning|important|hint|caution|dropdown)\}"
+                         r"\s*(.*?)\s*$")
+_OPTION = re.compile(r"^\s*:(\w[\w-]*):\s*(.*?)\s*$")
+_LABEL = re.compile(r"^\s*\(([\w.:-]+)\)=\s*$")
+_ROLE = re.compile(r"\{(cite(?::\w+)?|term|ref|doc)\}`([^`]*)`")
+_ANY_ROLE = re.compile(r"\{[a-z][\w:-]*\}`")
+_EXERCISE_TITLE = re.compile(r"^Exercise\s+(\d+[a-z]?)\.(\d+)\b", re.I)
+_BLOCK_START = re.compile(r"^(\s{4}|\s*(`{3}|~{3}|[-*+]\s|\d+[.)]\s|#|>|\||<|\$\$))")
+
+
+def _strip_tex(text: str) -> str:
+    return re.sub(r"[{}]", "", text).replace("\\&", "&").strip()
+
+
+def _citations() -> dict[str, tuple[str, str]]:
+    """key -> (author names as cited, year), from book/references.bib."""
+    from pybtex.database import parse_file
+
+    cites = {}
+    for key, entry in parse_file(str(ROOT / "book" / "references.bib")).entries.items():
+        persons = entry.persons.get("author") or entry.persons.get("editor") or []
+        surnames = [_strip_tex(" ".join(p.prelast_names + p.last_names)) for p in persons]
+        if not surnames:
+            names = _strip_tex(entry.fields.get("organization", entry.fields.get("title", key)))
+        elif len(surnames) == 1:
+            names = surnames[0]
+        elif len(surnames) == 2:
+            names = f"{surnames[0]} and {surnames[1]}"
+        else:
+            names = f"{surnames[0]} et al."
+        cites[key] = (names, _strip_tex(entry.fields.get("year", "n.d.")))
+    return cites
+
+
+def _title(path: Path) -> str:
+    """The first H1 of a notebook or Markdown page (what {doc} shows), else its file name."""
+    if path.suffix == ".ipynb":
+        text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    else:
+        text = path.read_text(encoding="utf-8")
+    match = re.search(r"^#\s+(.+?)\s*#*\s*$", text, re.M)
+    return match.group(1) if match else path.stem
+
+
+def _labels() -> dict[str, tuple[Path, str]]:
+    """label -> (notebook, text of the heading right after it), for MyST labels and HTML anchors."""
+    found = {}
+    for path in all_notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "markdown":
+                continue
+            lines = cell.source.split("\n")
+            for i, line in enumerate(lines):
+                match = _LABEL.match(line) or re.match(r'^\s*<a id="([^"]+)"></a>\s*$', line)
+                if match:
+                    nxt = lines[i + 1] if i + 1 < len(lines) else ""
+                    heading = re.match(r"^#+\s+(.*)$", nxt)
+                    found[match.group(1)] = (path, heading.group(1) if heading else match.group(1))
+    return found
+
+
+class CommonMarkConverter:
+    """Rewrites one notebook's Markdown (see the comment above); raises on MyST it does not know."""
+
+    def __init__(self):
+        self.cites = _citations()
+        self.labels = _labels()
+
+    def _rel(self, target: Path, notebook: Path) -> str:
+        return os.path.relpath(target, notebook.parent).replace(os.sep, "/")
+
+    def _cite(self, kind: str, keys: str, notebook: Path) -> str:
+        refs = self._rel(ROOT / "book" / "references.md", notebook)
+        parts = []
+        for key in (k.strip() for k in keys.split(",")):
+            if key not in self.cites:
+                raise SystemExit(f"{notebook.name}: unknown citation key {key!r} (not in book/references.bib)")
+            names, year = self.cites[key]
+            text = f"{names} ({year})" if kind == "cite:t" else f"{names}, {year}"
+            parts.append(f"[{text}]({refs}#cite-{key})")
+        joined = "; ".join(parts)
+        return joined if kind == "cite:t" else f"({joined})"
+
+    def _role(self, match: re.Match, notebook: Path) -> str:
+        role, content = match.group(1), match.group(2)
+        explicit = re.match(r"^(.*?)\s*<([^<>]+)>$", content, re.S)
+        text, target = (explicit.group(1), explicit.group(2)) if explicit else (None, content)
+        if role in ("cite", "cite:p", "cite:t"):
+            return self._cite("cite:t" if role == "cite:t" else "cite:p", content, notebook)
+        if role.startswith("cite"):
+            raise SystemExit(f"{notebook.name}: {{{role}}} has no CommonMark form here; use cite:p or cite:t")
+        if role == "term":
+            term_id = "term-" + re.sub(r"[^\w]+", "-", target.strip().lower()).strip("-")
+            return f"[{text or target}]({self._rel(ROOT / 'book' / 'glossary.md', notebook)}#{term_id})"
+        if role == "doc":
+            base = (notebook.parent / target) if not target.startswith("/") else ROOT / target.lstrip("/")
+            for suffix in (".ipynb", ".md"):
+                path = base.with_name(base.name + suffix) if base.suffix not in (".ipynb", ".md") else base
+                if path.is_file():
+                    return f"[{text or _title(path)}]({self._rel(path, notebook)})"
+            raise SystemExit(f"{notebook.name}: {{doc}}`{content}`: no such page")
+        # ref
+        if target not in self.labels:
+            raise SystemExit(f"{notebook.name}: {{ref}}`{content}`: label {target!r} is in no notebook")
+        where, heading = self.labels[target]
+        href = f"#{target}" if where.resolve() == notebook.resolve() else f"{self._rel(where, notebook)}#{target}"
+        return f"[{text or heading}]({href})"
+
+    def _block(self, title: str, options: dict[str, str], directive: str, body: list[str]) -> list[str]:
+        while body and not body[0].strip():
+            body.pop(0)
+        while body and not body[-1].strip():
+            body.pop()
+        classes = options.get("class", "").split()
+        if directive != "admonition" and not title:
+            title = directive.capitalize()
+        if "dropdown" in classes or directive == "dropdown":
+            css = "solution" if title.lower().startswith("solution") else "dropdown"
+            return [f'<details class="{css}">', f"<summary>{title}</summary>", "", *body, "", "</details>"]
+        exercise = _EXERCISE_TITLE.match(title)
+        css = "exercise" if exercise else " ".join(c for c in classes if c != "tip") or directive
+        ident = options.get("name") or (f"ex-{exercise.group(1)}-{exercise.group(2)}" if exercise else "")
+        opening = f'<div class="{css}"' + (f' id="{ident}"' if ident else "") + ">"
+        head = f"**{title.rstrip('.')}.**" if title else ""
+        if head and body and not _BLOCK_START.match(body[0]):
+            body = [f"{head} {body[0]}", *body[1:]]
+        elif head:
+            body = [head, "", *body]
+        return [opening, "", *body, "", "</div>"]
+
+    def markdown(self, source: str, notebook: Path) -> str:
+        lines, out, i = source.split("\n"), [], 0
+        while i < len(lines):
+            fence = _FENCE_OPEN.match(lines[i])
+            label = _LABEL.match(lines[i])
+            if label:
+                out.append(f'<a id="{label.group(1)}"></a>')
+                i += 1
+                continue
+            if not fence:
+                out.append(lines[i])
+                i += 1
+                continue
+            char, length = fence.group(2)[0], len(fence.group(2))
+            closing = re.compile(rf"^\s*{re.escape(char)}{{{length},}}\s*$")
+            end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), None)
+            if end is None:
+                raise SystemExit(f"{notebook.name}: unclosed {{{fence.group(3)}}} block: {lines[i]!r}")
+            options, j = {}, i + 1
+            while j < end and _OPTION.match(lines[j]):
+                key, value = _OPTION.match(lines[j]).groups()
+                options[key] = value
+                j += 1
+            # a block inside the block (e.g. a nested admonition) is converted too
+            body = self.markdown("\n".join(lines[j:end]), notebook).split("\n")
+            out.extend(self._block(fence.group(4), options, fence.group(3), body))
+            i = end + 1
+        text = _ROLE.sub(lambda m: self._role(m, notebook), "\n".join(out))
+        leftover = _ANY_ROLE.search(text)
+        if leftover:
+            line = text[:leftover.start()].count("\n")
+            raise SystemExit(f"{notebook.name}: no CommonMark form for {text.split(chr(10))[line].strip()!r}")
+        return text
+
+
+def commonmark(paths: list[Path]) -> int:
+    converter = CommonMarkConverter()
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        changed = 0
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                new = converter.markdown(cell.source, path)
+                if new != cell.source:
+                    cell.source, changed = new, changed + 1
+        name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        if changed:
+            nbformat.write(nb, path)
+            print(f"{name}: {changed} Markdown cells rewritten in CommonMark")
+        left = [c.source[m.start():m.start() + 40] for c in nb.cells if c.cell_type == "markdown"
+                for m in [MYST_SYNTAX.search(c.source)] if m]
+        if left:
+            print(f"{name}: MyST syntax left: {left}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("sync", "check", "execute", "student"))
+    parser.add_argument("command", choices=("sync", "check", "execute", "student", "commonmark"))
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="default: every notebook in notebooks/ (for student: OUT/ first, then notebooks)")
     args = parser.parse_args(argv)
@@ -203,7 +422,7 @@ def main(argv=None) -> int:
         out, rest = args.notebooks[0], args.notebooks[1:]
         return student([p.resolve() for p in rest] or all_notebooks(), out)
     paths = [p.resolve() for p in args.notebooks] or all_notebooks()
-    return {"sync": sync, "check": check, "execute": execute}[args.command](paths)
+    return {"sync": sync, "check": check, "execute": execute, "commonmark": commonmark}[args.command](paths)
 
 
 if __name__ == "__main__":
