@@ -85,7 +85,7 @@ def solution_bodies(nb) -> list[str]:
             if fence:
                 end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == fence.group(1))
                 bodies.append("\n".join(lines[i + 1:end]))
-        for block in re.findall(r"<details>\s*<summary>[^<]*Solution.*?</details>", cell.source, re.S | re.I):
+        for block in re.findall(r"<details\b[^>]*>\s*<summary>[^<]*Solution.*?</details>", cell.source, re.S | re.I):
             bodies.append(block)
     return bodies
 
@@ -113,7 +113,8 @@ def test_the_real_notebooks_keep_no_solution_text_or_code():
                     assert line not in text, f"{path.name}: solution line survived: {line!r}"
                     checked += 1
         assert not re.search(r"\{admonition\} Solution|<summary>[^<]*Solution", text, re.I), path.name
-        exercises = lambda nb: re.findall(r"\{admonition\} Exercise [^\n]*", everything(nb))  # noqa: E731
+        exercises = lambda nb: re.findall(  # noqa: E731
+            r"\{admonition\} Exercise [^\n]*|<div class=\"exercise\"[^\n]*\n\n\\*\\*Exercise [^\n]*", everything(nb))
         assert exercises(student) == exercises(original), path.name
         kept_code = [c.source for c in original.cells if c.cell_type == "code" and not tool.is_solution_cell(c)]
         assert [c.source for c in student.cells if c.cell_type == "code"] == kept_code, path.name
