@@ -9,6 +9,9 @@ Glossary: B batch, H heads, L layers, T_q/T_k queries/keys, T positions, D d_mod
 """
 from __future__ import annotations
 
+import base64
+import html
+import io
 import math
 from typing import Callable
 
@@ -16,7 +19,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 from IPython import get_ipython
-from IPython.display import clear_output, display
+from IPython.display import HTML, clear_output, display
 
 from . import explorer_data as xd
 from . import plotting
@@ -50,7 +53,16 @@ class Explorer:
         if get_ipython() is not None:  # outside a kernel (tests) there is nowhere to draw
             with self.output:
                 clear_output(wait=True)
-                display(self.figure)
+                display(figure_html(self.figure, alt=self.readout.value))
+
+
+def figure_html(figure, alt: str) -> HTML:
+    """A matplotlib figure as an ``<img>`` with alt text, so screen readers (and the static book page,
+    which shows the saved widget state) get a description of what the plot shows."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return HTML(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">')
 
     def _ipython_display_(self) -> None:
         display(self.widget)

@@ -118,3 +118,19 @@ def test_sampling_explorer_applies_processors():
     assert not torch.equal(ex.data["after"], before_penalty)
     heights = [p.get_height() for p in ex.figure.axes[0].patches]
     assert heights[16:18] == pytest.approx(ex.data["after"][ex.data["before"].argsort(descending=True)][:2].tolist())
+
+
+def test_live_explorer_figures_carry_alt_text():
+    import base64
+
+    import matplotlib.pyplot as plt
+
+    from minitfm.explorers import figure_html
+
+    fig = plt.figure()
+    plt.plot([0, 1])
+    html = figure_html(fig, alt='weights of "head 0" <layer 1>').data
+    plt.close(fig)
+    assert html.startswith('<img alt="weights of &quot;head 0&quot; &lt;layer 1&gt;" src="data:image/png;base64,')
+    png = base64.b64decode(html.split("base64,")[1].rstrip('">'))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -70,7 +70,7 @@ def test_markdown_has_no_myst_only_syntax(path):
 # shows: cell metadata {"mystnb": {"image": {"alt": "..."}}}, which MyST-NB writes into the page's <img>
 # (the axe audit of tests/test_site.py checks the pages). Figures inside a live explorer's saved widget
 # state cannot take one. Notebooks edited elsewhere when the rule came in; empty once they have them.
-FIGURES_WITHOUT_ALT_YET = {"02_masks.ipynb", "05b_whole_transformer.ipynb"}
+FIGURES_WITHOUT_ALT_YET: set[str] = set()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
