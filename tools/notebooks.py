@@ -208,7 +208,7 @@ def student(paths: list[Path], out: Path) -> int:
 # Notebooks are read in Colab, JupyterLab and classic Jupyter (CommonMark) as often as in the book
 # (MyST). `commonmark` rewrites MyST-only Markdown into constructs that both render alike:
 #   exercise admonition   -> <div class="exercise" id="ex-N-M"> + Markdown + </div>
-#   dropdown "Solution"   -> <details class="solution"><summary>Solution</summary> + Markdown + </details>
+#   dropdown "Solution"   -> <details class="solution"><summary>Solution (click to open)</summary> + Markdown + </details>
 #   {cite:t}`key`         -> [Vaswani et al. (2017)](../book/references.md#cite-key)
 #   {cite:p}`a,b`         -> ([A et al., 2017](...#cite-a); [B and C, 2019](...#cite-b))
 #   {term}`x`             -> [x](../book/glossary.md#term-x)
@@ -341,6 +341,8 @@ class CommonMarkConverter:
             title = directive.capitalize()
         if "dropdown" in classes or directive == "dropdown":
             css = "solution" if title.lower().startswith("solution") else "dropdown"
+            if title == "Solution":  # classic Jupyter draws no arrow before a <summary>: say what it does
+                title = "Solution (click to open)"
             return [f'<details class="{css}">', f"<summary>{title}</summary>", "", *body, "", "</details>"]
         exercise = _EXERCISE_TITLE.match(title)
         css = "exercise" if exercise else " ".join(c for c in classes if c != "tip") or directive
