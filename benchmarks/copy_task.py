@@ -2,7 +2,7 @@
 
 Task: copy random sequences of 10 tokens drawn from 10 symbols. Target: 100% exact match on 1,000
 fresh sequences after at most 30 s of training. Uses exactly ``ModelConfig.copy_task()`` and
-``TrainConfig.copy_task()``, the settings chapter 6 imports.
+``TrainConfig.copy_task()``, the settings chapter 7 imports.
 
     python benchmarks/copy_task.py            # one run
     python benchmarks/copy_task.py --runs 3   # three seeds, then the median

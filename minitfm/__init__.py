@@ -25,7 +25,7 @@ from .positional import (
 )
 from .norms import RMSNorm, make_norm
 from .feedforward import FeedForward, SwiGLU, make_ffn, swiglu_hidden_size
-# Whole models and their training (chapters 5, 6 and 9)
+# Whole models and their training (chapters 5, 7 and 10)
 from .config import ModelConfig
 from .blocks import DecoderBlock, EncoderBlock, LayerCache
 from .models import DecoderOnlyLM, EncoderDecoder, Intermediates
@@ -54,7 +54,7 @@ from .training import (
     warmup_cosine_lr,
 )
 from .decoding import evaluate, exact_match, greedy_decode, token_accuracy
-# Generation (chapters 7 and 8)
+# Generation (chapters 8 and 9)
 from .cache import ConcatKVCache, KVCache
 from .sampling import LogitsProcessor, RepetitionPenalty, Temperature, TopK, TopP, apply_processors
 from .generation import BeamSearchOutput, GenerationOutput, beam_search, generate

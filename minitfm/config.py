@@ -133,7 +133,7 @@ class ModelConfig:
 
     @classmethod
     def copy_task(cls, **overrides) -> "ModelConfig":
-        """The encoder-decoder of the copy task (chapter 6): ids 0 pad, 1 bos, 2 eos, 3..12 the symbols.
+        """The encoder-decoder of the copy task (chapter 7): ids 0 pad, 1 bos, 2 eos, 3..12 the symbols.
 
         Tuned for speed on a 2-core CPU: narrow (D = 64) and shallow (one encoder and one decoder block),
         Post-LN as in the paper (it reached 100% in fewer steps than Pre-LN here) (see

@@ -2,7 +2,7 @@
 
 Glossary: N sentences, B batch, T tokens per row, V vocabulary.
 
-Chapters 7 and 8 generate from this model. One recipe, used by ``benchmarks/train_lm.py`` and by any
+Chapters 8 and 9 generate from this model. One recipe, used by ``benchmarks/train_lm.py`` and by any
 notebook that trains it: :func:`small_lm_config` (``ModelConfig.small_lm`` with the corpus vocabulary),
 :func:`small_lm_train_config`, :func:`lm_batches` and :func:`train_small_lm`; :func:`load_small_lm`
 loads the trained checkpoint that ships in ``minitfm/assets`` (training takes over a minute of CPU). Then

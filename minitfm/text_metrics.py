@@ -1,6 +1,6 @@
 """Numbers that describe generated text: diversity and repetition.
 
-Chapter 8 compares decoding strategies with these rather than by eye (validity, the third number, is
+Chapter 9 compares decoding strategies with these rather than by eye (validity, the third number, is
 :func:`minitfm.corpus.validity`). Texts are strings of space-separated tokens.
 """
 from __future__ import annotations

@@ -152,7 +152,7 @@ class TrainConfig:
 
     @classmethod
     def copy_task(cls, **overrides) -> "TrainConfig":
-        """The settings chapter 6 and ``benchmarks/copy_task.py`` use with ``ModelConfig.copy_task()``."""
+        """The settings chapter 7 and ``benchmarks/copy_task.py`` use with ``ModelConfig.copy_task()``."""
         base = dict(steps=240, batch_size=128, lr=5e-3, schedule="cosine", warmup=50, label_smoothing=0.0)
         return cls(**{**base, **overrides})
 
