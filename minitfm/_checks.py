@@ -92,11 +92,13 @@ def check_same_dtype(*named: tuple[str, torch.Tensor]) -> None:
         raise TypeError(f"dtypes must match, got {listed}; cast one with .to(dtype) (or use torch.autocast)")
 
 
-def check_module_input(x, name: str, module: torch.nn.Module, d_model: int) -> None:
-    """Raise unless ``x`` is a floating tensor (..., D) whose dtype matches the module's parameters."""
-    check_tensor(x, name, floating=True)
+def check_module_input(x, name: str, module: torch.nn.Module, d_model: int, *, ndim: int | None = None) -> None:
+    """Raise unless ``x`` is a floating tensor (..., D), or (B, T, D) with ``ndim=3``, whose dtype matches the
+    module's parameters."""
+    check_tensor(x, name, ndim=ndim, floating=True)
     if x.dim() < 1 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (..., D={d_model}), got {tuple(x.shape)}")
+        want = f"(B, T, D={d_model})" if ndim == 3 else f"(..., D={d_model})"
+        raise ValueError(f"{name} must have shape {want}, got {tuple(x.shape)}")
     param = next(module.parameters(), None)
     if param is not None and param.dtype != x.dtype and not torch.is_autocast_enabled(x.device.type):
         raise TypeError(f"{name} has dtype {str(x.dtype).removeprefix('torch.')} but {type(module).__name__}'s weights are "

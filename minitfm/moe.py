@@ -95,10 +95,7 @@ class MoEFeedForward(nn.Module):
                        expert_load(indices, self.n_experts))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Routing]:
-        check_tensor(x, "x", ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, T, D={self.d_model}), got {tuple(x.shape)}")
-        check_module_input(x, "x", self, self.d_model)  # dtype against the weights
+        check_module_input(x, "x", self, self.d_model, ndim=3)  # shape, and dtype against the weights
         tokens = x.reshape(-1, self.d_model)  # (B, T, D) -> (N, D)
         routing = self.route(tokens)
         out = torch.zeros_like(tokens)

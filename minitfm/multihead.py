@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_module_input, check_positive_int, check_probability, check_tensor
+from ._checks import check_choice, check_module_input, check_positive_int, check_probability
 from .attention import IMPLEMENTATIONS, scaled_dot_product_attention
 from .cache import KVCache
 from .positional import RotaryEmbedding
@@ -55,10 +55,7 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
 
     def _check_input(self, x: torch.Tensor, name: str) -> None:
-        check_tensor(x, name, ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"{name} must have shape (B, T, D={self.d_model}), got {tuple(x.shape)}")
-        check_module_input(x, name, self, self.d_model)  # dtype against the weights
+        check_module_input(x, name, self, self.d_model, ndim=3)  # shape, and dtype against the weights
 
     def split_heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         """(B, T, n_heads * Dh) -> (B, n_heads, T, Dh)."""

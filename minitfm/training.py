@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import pickle
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
 import torch
@@ -259,8 +261,6 @@ def save_checkpoint(path, model: torch.nn.Module) -> None:
     if type(model).__name__ not in MODEL_CLASSES:
         raise TypeError(f"save_checkpoint saves {tuple(MODEL_CLASSES)}, got {type(model).__name__}")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    from pathlib import Path
-
     if isinstance(path, (str, Path)) and not Path(path).parent.is_dir():
         raise ValueError(f"cannot save {path}: the folder {Path(path).parent} does not exist")
     torch.save({"kind": type(model).__name__, "config": model.config.to_dict(), "dtype": dtype,
@@ -284,9 +284,6 @@ def _checkpoint_device(map_location) -> torch.device:
 
 def _read_checkpoint(path, device: torch.device) -> dict:
     """torch.load with safe unpickling, turning every failure into an error that names the file."""
-    import pickle
-    from pathlib import Path
-
     if Path(path).is_dir():
         raise ValueError(f"{path} is a directory, not a checkpoint file")
     try:
