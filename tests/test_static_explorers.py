@@ -24,7 +24,9 @@ def _all_explorers():
             se.static_scaling_explorer(d_k_values=(1, 4, 16, 64, 256)),
             se.static_mask_explorer(),
             se.static_positional_explorer(max_len=10, d_model=8),
-            se.static_sampling_explorer(temperatures=(0.5, 1.0), top_ks=(0, 2), top_ps=(1.0, 0.5), penalties=(1.0, 2.0))]
+            se.static_sampling_explorer(temperatures=(0.5, 1.0), top_ks=(0, 2), top_ps=(1.0, 0.5),
+                                        penalties=(1.0, 2.0)),
+            se.static_scale_explorer(device_counts=(1, 8, 64), seq_lens=(4096, 8192))]
 
 
 def test_html_has_no_external_url_even_with_url_like_labels():
@@ -79,6 +81,50 @@ def test_parameter_explorers_embed_what_the_library_computes():
     assert spec["readouts"][0]["texts"][1].startswith("kept 3 of 16")
 
 
+def _readout(spec, number, **state):
+    """The readout text the engine shows for ``state`` (control key -> option index; the rest at 0)."""
+    readout, options = spec["readouts"][number], {c["key"]: len(c["options"]) for c in spec["controls"]}
+    flat = 0
+    for key in readout["by"]:
+        flat = flat * options[key] + state.get(key, 0)
+    return readout["texts"][flat]
+
+
+def test_scale_explorer_embeds_what_minitfm_scale_computes():
+    from minitfm.scale import GB, STRATEGIES, training_memory_per_device, training_shape
+
+    devices, seq_lens = (1, 8, 64), (1024, 4096)
+    explorer = se.static_scale_explorer(device_counts=devices, seq_lens=seq_lens, micro_batches=(1, 2))
+    spec = se.decode_spec(explorer.html)
+    arrays, llama = spec["arrays"], training_shape("Llama-2-7B")
+    assert [c["options"] for c in spec["controls"]][0] == ["the book's small LM", "Llama-2-7B", "Llama-2-70B"]
+    def close(got, want):  # GB rounded to DECIMALS, then stored as float32 (7 significant digits)
+        return abs(float(got) - want / GB) <= 0.5 * 10 ** -se.DECIMALS + 1e-6 * want / GB
+    for st, strategy in enumerate(STRATEGIES):
+        for d, n in enumerate(devices):
+            if strategy == "tp" and n == 64:  # 32 heads do not split 64 ways: no data, and the readout says why
+                assert torch.isnan(arrays["states"][1, st, :, d]).all()
+                assert torch.isnan(arrays["total"][1, :, :, :, st, d]).all()
+                assert "impossible, Llama-2-7B has 32 heads" in _readout(spec, 0, model=1, strategy=st, devices=d)
+                continue
+            states = training_memory_per_device(llama, strategy=strategy, n_devices=n)
+            assert close(arrays["states"][1, st, 0, d], states.weights)  # cumulative: weights, + grads, + Adam
+            assert close(arrays["states"][1, st, 2, d], states.model_states)
+            assert close(arrays["bar_states"][1, d, 1, st], states.gradients)
+            flash = training_memory_per_device(llama, strategy=strategy, n_devices=n, seq_len=4096, micro_batch=2,
+                                               flash_attention=True)
+            assert close(arrays["total"][1, 2, 1, 1, st, d], flash.total)  # [model, act, seq, batch, strategy, N]
+            assert close(arrays["bar_acts"][1, 2, 1, 1, d, st], flash.activations)
+            assert close(arrays["total"][1, 0, 1, 1, st, d], states.total)  # activations "not counted"
+    zero3 = _readout(spec, 0, model=1, strategy=3, devices=2)
+    assert zero3 == "ZeRO-3 on 64 devices: weights 0.2, gradients 0.2, Adam 1.3 GB"
+    stored = training_memory_per_device(llama, strategy="zero3", n_devices=64, seq_len=4096, micro_batch=2)
+    assert _readout(spec, 1, model=1, strategy=3, devices=2, act=1, seq=1, batch=1) == \
+        f"activations {stored.activations / GB:.1f} GB, {stored.total / GB:.1f} GB per device: over 80 GB"
+    assert _readout(spec, 1, model=1, strategy=3, devices=2, act=2, seq=0).endswith("per device: fits in 80 GB")
+    assert torch.isnan(arrays["capacity"][0]).all() and (arrays["capacity"][1] == 80).all()  # small LM: off scale
+
+
 def test_bad_input_gives_clear_errors():
     with pytest.raises(ValueError, match="has 2 labels but the tensor has 4"):
         se.static_attention_explorer(_weights(), ["a", "b"], list("xyz"))
@@ -88,6 +134,10 @@ def test_bad_input_gives_clear_errors():
         se.static_attention_explorer([torch.rand(1, 1, 2, 0)])
     with pytest.raises(ValueError, match="labels has 1 sequences but tokens has B = 2"):
         se.static_mask_explorer(torch.tensor([[1, 0], [1, 1]]), [["a", "<pad>"]])
+    with pytest.raises(TypeError, match="models must be a non-empty list of minitfm.scale.TrainingShape"):
+        se.static_scale_explorer(["Llama-2-7B"])
+    with pytest.raises(ValueError, match="seq_lens must not be empty"):
+        se.static_scale_explorer(seq_lens=())
     with pytest.raises(ValueError, match="no minitfm explorer data"):
         se.decode_spec("<div></div>")
 
@@ -146,7 +196,7 @@ def test_explorers_respond_to_controls_in_headless_chromium(tmp_path):
     results = json.loads(_run_chromium(page))
     assert [r["name"] for r in results] == [e.name for e in explorers]
     assert len({r["id"] for r in results}) == len(results)  # two attention explorers, no clash
-    expected_views = {"attention": 1, "scaling": 3, "masks": 2, "positional": 3, "sampling": 1}
+    expected_views = {"attention": 1, "scaling": 3, "masks": 2, "positional": 3, "sampling": 1, "scale": 2}
     for r in results:
         assert r["canvases"] == expected_views[r["name"]], r
         assert r["before"] != r["after"], r  # the readout follows the control
