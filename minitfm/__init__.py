@@ -61,7 +61,9 @@ from .generation import BeamSearchOutput, GenerationOutput, beam_search, generat
 from .memory import kv_cache_bytes
 from .tokenizer import WordTokenizer
 from .small_lm import load_small_lm
-from .device import pick_device, set_threads
+from .device import cpu_summary, fastest_threads, pick_device, set_threads
+# Beyond one machine (chapter 12)
+from .tiled_attention import TileStats, online_softmax, tiled_attention
 from .claims import judge, seed_table
 
 __version__ = "0.1.0"
@@ -70,7 +72,7 @@ __version__ = "0.1.0"
 _LAZY_SUBMODULES = {
     "plotting", "explorers", "static_explorers", "explorer_data", "debugging", "activations", "precision",
     "experiment_log", "memory", "corpus", "tokenizer", "small_lm", "text_metrics", "vision", "windows",
-    "channel_attention", "moe", "exercises",
+    "channel_attention", "moe", "exercises", "scale", "distributed",
 }
 
 
@@ -94,5 +96,6 @@ __all__ = [
     "greedy_decode", "evaluate", "exact_match", "token_accuracy",
     "KVCache", "ConcatKVCache", "LogitsProcessor", "Temperature", "TopK", "TopP", "RepetitionPenalty",
     "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput",
-    "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device", "set_threads", "judge", "seed_table",
+    "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device", "set_threads", "cpu_summary", "fastest_threads", "judge", "seed_table",
+    "tiled_attention", "online_softmax", "TileStats",
 ]

@@ -5,10 +5,36 @@ that names what was expected and what arrived. These helpers keep those messages
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Sequence
 
 import torch
+
+_trusted_depth = 0  # > 0 inside ``trusted_inputs()``
+
+
+@contextlib.contextmanager
+def trusted_inputs():
+    """Skip the per-call checks of tensors that the library itself built (inside a model's forward).
+
+    A model validates what the user passed (tokens, caches, masks, positions) once, then calls its
+    layers with tensors it made itself: checking them again in every layer of every decoding step
+    costs more than the arithmetic of a small model's decode step. Inside this context the layer-level
+    checks (:func:`check_module_input`, attention's and the KV cache's input checks, RoPE's position
+    checks) return at once; outside it, every public function checks everything.
+    """
+    global _trusted_depth
+    _trusted_depth += 1
+    try:
+        yield
+    finally:
+        _trusted_depth -= 1
+
+
+def inputs_trusted() -> bool:
+    """True inside :func:`trusted_inputs`."""
+    return _trusted_depth > 0
 
 
 def check_tensor(x, name: str, *, ndim: int | Sequence[int] | None = None, floating: bool = False) -> None:
@@ -94,7 +120,9 @@ def check_same_dtype(*named: tuple[str, torch.Tensor]) -> None:
 
 def check_module_input(x, name: str, module: torch.nn.Module, d_model: int, *, ndim: int | None = None) -> None:
     """Raise unless ``x`` is a floating tensor (..., D), or (B, T, D) with ``ndim=3``, whose dtype matches the
-    module's parameters."""
+    module's parameters. Skipped inside :func:`trusted_inputs`."""
+    if _trusted_depth:
+        return
     check_tensor(x, name, ndim=ndim, floating=True)
     if x.dim() < 1 or x.shape[-1] != d_model:
         want = f"(B, T, D={d_model})" if ndim == 3 else f"(..., D={d_model})"

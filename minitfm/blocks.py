@@ -73,9 +73,13 @@ class _Block(nn.Module):
         """Apply ``sublayer`` (returning ``(out, weights)``) with a residual in the chosen placement."""
         if self.norm_first:
             out, weights = sublayer(norm(x))
-            return x + self.dropout(out), weights
+            return x + self.drop(out), weights
         out, weights = sublayer(x)
-        return norm(x + self.dropout(out)), weights
+        return norm(x + self.drop(out)), weights
+
+    def drop(self, out: torch.Tensor) -> torch.Tensor:
+        """Residual dropout; in evaluation (or with p = 0) the module call is skipped, not just a no-op."""
+        return self.dropout(out) if self.training and self.dropout.p > 0 else out
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))[0]

@@ -54,7 +54,7 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_module_input(x, "x", self, self.d_model)
         h = self.act(self.up_proj(x))  # (B, T, D) -> (B, T, F)
-        return self.down_proj(self.dropout(h))  # (B, T, F) -> (B, T, D)
+        return self.down_proj(self.dropout(h) if self.training else h)  # (B, T, F) -> (B, T, D)
 
 
 class SwiGLU(nn.Module):
@@ -79,7 +79,7 @@ class SwiGLU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_module_input(x, "x", self, self.d_model)
         h = F.silu(self.gate_proj(x)) * self.up_proj(x)  # (B, T, D) -> (B, T, F)
-        return self.down_proj(self.dropout(h))  # (B, T, F) -> (B, T, D)
+        return self.down_proj(self.dropout(h) if self.training else h)  # (B, T, F) -> (B, T, D)
 
 
 def make_ffn(kind: str, d_model: int, d_ff: int | None = None, bias: bool = True, dropout: float = 0.0) -> nn.Module:

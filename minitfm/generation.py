@@ -83,7 +83,8 @@ class _NextLogits:
         if self.encoder_decoder:
             logits = self.model.decode(new, self.memory, self.src_mask, caches=self.caches)
         else:
-            logits = self.model(new, caches=self.caches, key_mask=valid)
+            key_mask = None if bool(valid.all()) else valid  # without padding, positions and mask are the defaults
+            logits = self.model(new, caches=self.caches, key_mask=key_mask)
         return logits[:, -1]  # (B, T_new, V) -> (B, V): only the last position predicts the next token
 
     def reorder(self, rows: torch.Tensor) -> None:

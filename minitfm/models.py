@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._checks import check_tensor, check_token_ids
+from ._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
 from .blocks import DecoderBlock, EncoderBlock, LayerCache
 from .cache import KVCache
 from .config import ModelConfig
@@ -103,7 +103,7 @@ class _Transformer(nn.Module):
         x = self.tok_emb(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
-        return self.emb_dropout(x)
+        return self.emb_dropout(x) if self.training else x
 
     def alibi(self, t_q: int, t_k: int) -> torch.Tensor | None:
         """(1, H, T_q, T_k) ALiBi bias, or None for other positional schemes."""
@@ -170,18 +170,21 @@ class DecoderOnlyLM(_Transformer):
         b, t = tokens.shape
         auto_positions = self._positions(key_mask, past, t, b, tokens.device)
         positions = auto_positions if positions is None else positions
-        mask = causal_mask(t, past + t, device=tokens.device)  # (1, T, P + T)
+        mask = None  # one new token after a cache sees every key: a decode step needs no mask
+        if t > 1 or key_mask is not None:
+            mask = causal_mask(t, past + t, device=tokens.device)  # (1, T, P + T)
         if key_mask is not None:
             mask = mask & key_mask[:, None, None, :]  # (1, T, P + T) & (B, 1, 1, P + T) -> (B, 1, T, P + T)
         bias = self.alibi(t, past + t)
         x = self.embed(tokens, positions)
         inter = Intermediates(decoder_hidden=[x]) if return_intermediates else None
-        for i, layer in enumerate(self.layers):
-            x, weights, _ = layer(x, mask=mask, bias=bias, rope=self.rope, positions=positions,
-                                  cache=None if caches is None else caches[i], need_weights=return_intermediates)
-            if inter is not None:
-                inter.decoder_self.append(weights)
-                inter.decoder_hidden.append(x)
+        with trusted_inputs():  # everything the layers get was checked above or built here
+            for i, layer in enumerate(self.layers):
+                x, weights, _ = layer(x, mask=mask, bias=bias, rope=self.rope, positions=positions,
+                                      cache=None if caches is None else caches[i], need_weights=return_intermediates)
+                if inter is not None:
+                    inter.decoder_self.append(weights)
+                    inter.decoder_hidden.append(x)
         logits = self.lm_head(self.final_norm(x))  # (B, T, D) -> (B, T, V)
         return (logits, inter) if return_intermediates else logits
 
@@ -223,12 +226,13 @@ class EncoderDecoder(_Transformer):
         bias = self.alibi(s, s)
         if inter is not None:
             inter.encoder_hidden.append(x)
-        for layer in self.encoder:
-            x, weights = layer(x, mask=src_mask, bias=bias, rope=self.rope, positions=positions,
-                               need_weights=inter is not None)
-            if inter is not None:
-                inter.encoder_self.append(weights)
-                inter.encoder_hidden.append(x)
+        with trusted_inputs():  # the layers get tensors built here from checked token ids
+            for layer in self.encoder:
+                x, weights = layer(x, mask=src_mask, bias=bias, rope=self.rope, positions=positions,
+                                   need_weights=inter is not None)
+                if inter is not None:
+                    inter.encoder_self.append(weights)
+                    inter.encoder_hidden.append(x)
         return self.encoder_norm(x), src_mask
 
     def encode(self, src: torch.Tensor):
@@ -239,9 +243,14 @@ class EncoderDecoder(_Transformer):
                positions=None, return_intermediates: bool = False, _inter: Intermediates | None = None):
         past = self._check_caches(caches, len(self.decoder), cross=True)
         self.check_tokens(tgt_in, "tgt_in", past)
-        check_tensor(memory, "memory", ndim=3, floating=True)
+        check_module_input(memory, "memory", self, self.config.d_model, ndim=3)
         if memory.shape[0] != tgt_in.shape[0]:
             raise ValueError(f"memory batch {memory.shape[0]} != tgt_in batch {tgt_in.shape[0]}")
+        check_tensor(src_mask, "src_mask", ndim=4)
+        if src_mask.dtype != torch.bool or src_mask.shape[1:3] != (1, 1) or src_mask.shape[0] not in (1, memory.shape[0]) \
+                or src_mask.shape[3] != memory.shape[1]:
+            raise ValueError(f"src_mask must be the bool (B, 1, 1, S) = ({memory.shape[0]}, 1, 1, {memory.shape[1]}) "
+                             f"mask that encode() returns, got {src_mask.dtype} {tuple(src_mask.shape)}")
         t = tgt_in.shape[1]
         positions = torch.arange(past, past + t, device=tgt_in.device) if positions is None else positions
         mask = causal_mask(t, past + t, device=tgt_in.device)  # (1, T, P + T)
@@ -250,14 +259,15 @@ class EncoderDecoder(_Transformer):
         inter = _inter if _inter is not None else (Intermediates() if return_intermediates else None)
         if inter is not None:
             inter.decoder_hidden.append(x)
-        for i, layer in enumerate(self.decoder):
-            x, self_w, cross_w = layer(x, memory, mask=mask, bias=bias, memory_mask=src_mask, rope=self.rope,
-                                       positions=positions, cache=None if caches is None else caches[i],
-                                       need_weights=inter is not None)
-            if inter is not None:
-                inter.decoder_self.append(self_w)
-                inter.cross.append(cross_w)
-                inter.decoder_hidden.append(x)
+        with trusted_inputs():  # memory and src_mask were checked above; the rest is built here
+            for i, layer in enumerate(self.decoder):
+                x, self_w, cross_w = layer(x, memory, mask=mask, bias=bias, memory_mask=src_mask, rope=self.rope,
+                                           positions=positions, cache=None if caches is None else caches[i],
+                                           need_weights=inter is not None)
+                if inter is not None:
+                    inter.decoder_self.append(self_w)
+                    inter.cross.append(cross_w)
+                    inter.decoder_hidden.append(x)
         logits = self.lm_head(self.final_norm(x))  # (B, T, D) -> (B, T, V)
         return (logits, inter) if inter is not None else logits
 

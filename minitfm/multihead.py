@@ -125,10 +125,10 @@ class MultiHeadAttention(nn.Module):
             k = k.repeat_interleave(repeat, dim=1)  # (B, H_kv, T_k, Dh) -> (B, H, T_k, Dh)
             v = v.repeat_interleave(repeat, dim=1)
 
+        # Decoding with a cache needs no weights: PyTorch's fused kernel is one call instead of the five
+        # steps of the manual path, which is most of a small model's decode step.
+        impl = "manual" if need_weights else ("fused" if cache is not None and not self.training else self.impl)
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias,
-            dropout_p=self.dropout if self.training else 0.0,
-            impl="manual" if need_weights else self.impl,
-        )
+            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl)
         out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.d_model)  # (B, H, T_q, Dh) -> (B, T_q, D)
         return self.out_proj(out), weights if need_weights else None

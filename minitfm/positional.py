@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_number, check_positive_int, check_tensor
+from ._checks import check_number, check_positive_int, check_tensor, inputs_trusted
 
 
 def _positions(positions, seq_len: int | None, offset: int, device) -> torch.Tensor:
@@ -143,6 +143,31 @@ class RotaryEmbedding(nn.Module):
             inv_freq = self._float32_inv_freq().to(inv_freq.device)
         return (positions.float() / self.scale)[..., None] * inv_freq
 
+    def _rotation(self, pos: torch.Tensor, x: torch.Tensor):
+        """The rotation at ``pos``, broadcastable against x: ``cos + i sin`` as one complex tensor for
+        float32/float64 inputs, a ``(cos, sin)`` pair for float16/bfloat16 (bfloat16 has no complex type).
+
+        A model rotates the queries and keys of every layer at the same positions, so the last result
+        is kept and reused while the same (unchanged) positions tensor comes back.
+        """
+        # An in-place change of the positions bumps their version counter; inference tensors have none,
+        # so for them compare the values (one cheap comparison against five operations saved).
+        key = (pos, None if pos.is_inference() else pos._version, x.dtype, x.dim(), x.device)
+        memo = getattr(self, "_memo", None)
+        if memo is not None and memo[0][0] is pos and memo[0][1:] == key[1:]:
+            if key[1] is not None or torch.equal(pos, memo[2]):
+                return memo[1]
+        ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
+        if ang.dim() == 3 and x.dim() == 4:
+            ang = ang[:, None]  # (B, T, Dh/2) -> (B, 1, T, Dh/2), shared by all heads
+        if x.dtype in (torch.float32, torch.float64):
+            rotation = torch.polar(torch.ones_like(ang), ang).to(torch.complex64 if x.dtype == torch.float32
+                                                                else torch.complex128)
+        else:
+            rotation = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        self._memo = (key, rotation, pos.clone() if key[1] is None else None)
+        return rotation
+
     @staticmethod
     def _check_positions(pos: torch.Tensor, x: torch.Tensor) -> None:
         # Broadcasting would hide a mismatch: one position for T tokens rotates them all alike.
@@ -156,19 +181,29 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Rotate x of shape (B, H, T, Dh) (or (..., T, Dh)); positions are ``offset + arange(T)``
         unless given as (T,) or (B, T)."""
-        check_tensor(x, "x", floating=True)
-        if x.dim() < 2 or x.shape[-1] != self.d_head:
-            raise ValueError(f"RoPE expects (..., T, Dh={self.d_head}), got {tuple(x.shape)}")
+        if not inputs_trusted():
+            check_tensor(x, "x", floating=True)
+            if x.dim() < 2 or x.shape[-1] != self.d_head:
+                raise ValueError(f"RoPE expects (..., T, Dh={self.d_head}), got {tuple(x.shape)}")
         pos = _positions(positions, x.shape[-2], offset, x.device)
-        self._check_positions(pos, x)
-        ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
-        if ang.dim() == 3 and x.dim() == 4:
-            ang = ang[:, None]  # (B, T, Dh/2) -> (B, 1, T, Dh/2), shared by all heads
-        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        if not inputs_trusted():
+            self._check_positions(pos, x)
+        rotation = self._rotation(pos, x)
         x_pairs = x.unflatten(-1, (-1, 2))  # (..., T, Dh) -> (..., T, Dh/2, 2)
-        x0, x1 = x_pairs[..., 0], x_pairs[..., 1]
-        rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+        if isinstance(rotation, torch.Tensor) and _complex_viewable(x_pairs):
+            # Each pair (x0, x1) is the complex number x0 + i x1; multiplying by cos + i sin rotates it:
+            # (x0 cos - x1 sin) + i (x0 sin + x1 cos). One multiplication instead of six operations.
+            rotated = torch.view_as_real(torch.view_as_complex(x_pairs) * rotation)
+        else:
+            cos, sin = (rotation.real, rotation.imag) if isinstance(rotation, torch.Tensor) else rotation
+            x0, x1 = x_pairs[..., 0], x_pairs[..., 1]
+            rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
         return rotated.flatten(-2)  # (..., T, Dh/2, 2) -> (..., T, Dh)
+
+
+def _complex_viewable(pairs: torch.Tensor) -> bool:
+    """Whether ``torch.view_as_complex`` can view (..., 2) ``pairs`` without a copy (even strides and offset)."""
+    return pairs.stride(-1) == 1 and pairs.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in pairs.stride()[:-1])
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

@@ -300,3 +300,17 @@ def test_bad_input_raises():
         generate(ed, prompt, 3, src=prompt)
     with pytest.warns(UserWarning, match="do_sample=True"):
         generate(model, prompt, 2, processors=[Temperature(0.5)])
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+@pytest.mark.parametrize("n_kv_heads", [None, 1])
+def test_unpadded_prompts_take_the_maskless_decode_step_and_match_recompute(pos, n_kv_heads):
+    # Without padding, generate passes no key mask and each cached step has one query, so the model uses
+    # no mask at all and fused attention: the result must still be what recomputing the prefix gives.
+    model = lm(pos=pos, n_kv_heads=n_kv_heads)
+    prompt = torch.tensor([[1, 5, 6, 7], [1, 8, 3, 9]])
+    kwargs = dict(processors=[never_eos], return_logits=True)
+    ref = generate(model, prompt, 10, use_cache=False, **kwargs)
+    out = generate(model, prompt, 10, **kwargs)
+    assert torch.equal(out.tokens, ref.tokens)
+    torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=1e-5)

@@ -177,3 +177,50 @@ def test_bfloat16_model_matches_float32_model(pos):
     low = model.to(torch.bfloat16)(x)
     assert low.dtype == torch.bfloat16
     assert_close(low.float(), reference, atol=0.15, rtol=0.05)
+
+
+def test_layers_trust_the_model_but_check_direct_calls():
+    from minitfm._checks import inputs_trusted
+    from minitfm.multihead import MultiHeadAttention
+
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig.tiny())
+    seen = []
+    model.layers[0].self_attn.register_forward_pre_hook(lambda module, args: seen.append(inputs_trusted()))
+    model(torch.tensor([[1, 2, 3]]))
+    assert seen == [True] and not inputs_trusted()  # trusted inside the model's forward only
+    attention = model.layers[0].self_attn
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, D=16\)"):
+        attention(torch.randn(1, 3, 5))
+    with pytest.raises(ValueError, match="ids must be in"):
+        model(torch.tensor([[1, 2, 100]]))
+    assert not inputs_trusted()
+    assert isinstance(attention, MultiHeadAttention)
+
+
+def test_model_still_rejects_caches_of_the_wrong_dtype_or_shape():
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig.tiny())
+    caches = model.new_caches(1, 8)
+    for cache in caches:
+        cache.self_attn.k, cache.self_attn.v = cache.self_attn.k.half(), cache.self_attn.v.half()
+    with pytest.raises(TypeError, match="the cache holds torch.float16"):
+        model(torch.tensor([[1, 2]]), caches=caches)
+    caches = model.new_caches(2, 8)  # batch 2 for a batch-1 input
+    with pytest.raises(ValueError, match=r"cache holds \(B, H_kv, T, Dh\) = \(2,"):
+        model(torch.tensor([[1, 2]]), caches=caches)
+
+
+def test_decode_checks_the_memory_and_source_mask_it_is_given():
+    torch.manual_seed(0)
+    model = EncoderDecoder(ModelConfig.tiny())
+    src, tgt = torch.tensor([[1, 4, 5, 2]]), torch.tensor([[1, 4]])
+    memory, src_mask = model.encode(src)
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, T, D=16\)"):
+        model.decode(tgt, memory[..., :5], src_mask)
+    with pytest.raises(TypeError, match="memory has dtype float64"):
+        model.decode(tgt, memory.double(), src_mask)
+    with pytest.raises(ValueError, match=r"src_mask must be the bool \(B, 1, 1, S\)"):
+        model.decode(tgt, memory, src_mask[..., :2])
+    with pytest.raises(ValueError, match=r"src_mask must be the bool"):
+        model.decode(tgt, memory, src_mask.float())

@@ -147,3 +147,38 @@ def test_table_encodings_reject_negative_positions():
         SinusoidalPositionalEncoding(8, max_seq_len=4)(positions=torch.tensor([-1, 0]))
     with pytest.raises(ValueError, match="positions must be >= 0, got -2"):
         LearnedPositionalEmbedding(8, 4)(2, offset=-2)
+
+
+def _pair_rotation(rope, x, positions):
+    """The rotation written out pair by pair, the form chapter 4 derives."""
+    ang = rope.angles(positions)
+    cos, sin = ang.cos(), ang.sin()
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+def test_rope_complex_and_pair_paths_agree():
+    torch.manual_seed(0)
+    rope, positions = RotaryEmbedding(16), torch.arange(5, 12)
+    x = torch.randn(2, 3, 7, 16)
+    expected = _pair_rotation(rope, x, positions)
+    assert_close(rope(x, positions=positions), expected, atol=1e-6, rtol=1e-6)  # complex multiplication
+    odd_strides = torch.randn(2, 3, 7, 17)[..., 1:]  # odd offset and strides: no complex view, pair path
+    assert_close(rope(odd_strides, positions=positions), _pair_rotation(rope, odd_strides, positions),
+                 atol=1e-6, rtol=1e-6)
+    half = x.to(torch.bfloat16)  # bfloat16 has no complex type: pair path, same angles
+    assert_close(rope(half, positions=positions).float(), expected, atol=3e-2, rtol=3e-2)
+
+
+def test_rope_reuses_its_rotation_only_for_the_same_unchanged_positions():
+    rope, x = RotaryEmbedding(8), torch.randn(1, 2, 3, 8)
+    positions = torch.tensor([0, 1, 2])
+    first = rope(x, positions=positions)
+    positions += 10  # in place: the version counter changes, the cached rotation must not be reused
+    assert_close(rope(x, positions=positions), _pair_rotation(rope, x, torch.tensor([10, 11, 12])))
+    assert not torch.allclose(first, rope(x, positions=positions))
+    with torch.inference_mode():  # inference tensors have no version counter: values are compared
+        pos = torch.tensor([0, 1, 2])
+        rope(x, positions=pos)
+        pos += 5
+        assert_close(rope(x, positions=pos), _pair_rotation(rope, x, torch.tensor([5, 6, 7])))
