@@ -239,6 +239,54 @@ def causal(t_q, t_k):
     return m.causal_mask(t_q, t_k)
 
 
+def online_ok(x, block_size, rescale=True, shift=True, finite=True, empty=True, per_block=False):
+    x32 = x.float()
+    m = torch.full(x.shape[:-1], float("-inf"))
+    l = torch.zeros(x.shape[:-1])
+    parts = []
+    for s in range(0, x.shape[-1], block_size):
+        block = x32[..., s:s + block_size]
+        if per_block:
+            parts.append(block.softmax(-1))
+            continue
+        m_new = torch.maximum(m, block.amax(-1)) if shift else torch.zeros_like(m)
+        ref = torch.where(m_new == float("-inf"), 0.0, m_new) if finite else m_new
+        l = l * (torch.exp(m - ref) if rescale and shift else 1.0) + torch.exp(block - ref[..., None]).sum(-1)
+        m = m_new
+    if per_block:
+        return torch.cat(parts, -1).to(x.dtype)
+    ref = torch.where(m == float("-inf"), 0.0, m) if finite else m
+    return (torch.exp(x32 - ref[..., None]) / (torch.where(l == 0, 1.0, l) if empty else l)[..., None]).to(x.dtype)
+
+
+def tiled_ok(q, k, v, b, causal, scale=None, rescale=True, normalise=True, offset=None, full_mask=False):
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    offset = t_k - t_q if offset is None else offset
+    allowed = torch.arange(t_k)[None, :] <= torch.arange(t_q)[:, None] + offset if full_mask else None  # (T_q, T_k)
+    out = []
+    for r in range(0, t_q, b):
+        qs = q[..., r:r + b, :] * scale
+        m = torch.full(qs.shape[:-1], float("-inf"))
+        l = torch.zeros(qs.shape[:-1])
+        acc = torch.zeros(qs.shape[:-1] + v.shape[-1:])
+        for c in range(0, t_k, b):
+            if causal and c > r + qs.shape[-2] - 1 + offset:
+                break  # every later tile is in the future of every row of this block
+            s = qs @ k[..., c:c + b, :].transpose(-2, -1)
+            if causal:
+                keep = allowed[r:r + b, c:c + b] if full_mask else \
+                    torch.arange(c, c + s.shape[-1])[None, :] <= torch.arange(r, r + s.shape[-2])[:, None] + offset
+                s = s.masked_fill(~keep, float("-inf"))
+            m_new = torch.maximum(m, s.amax(-1))
+            ref = torch.where(m_new == float("-inf"), 0.0, m_new)
+            old = torch.exp(m - ref) if rescale else torch.ones_like(m)
+            p = torch.exp(s - ref[..., None])
+            l, acc, m = l * old + p.sum(-1), acc * old[..., None] + p @ v[..., c:c + b, :], m_new
+        out.append(acc / torch.where(l == 0, 1.0, l)[..., None] if normalise else acc)
+    return torch.cat(out, -2)
+
+
 T = torch.ones
 CASES = {
     "check_attention": (
@@ -410,6 +458,25 @@ CASES = {
           .flatten(0, 2), "windows are numbered column by column"),
          (lambda x, m: x.unflatten(1, (-1, m)).unflatten(3, (-1, m)).permute(0, 1, 3, 4, 2, 5).flatten(3, 4)
           .flatten(0, 2), "inside each window are in column order")]),
+    "check_online_softmax": (
+        online_ok,
+        [(lambda x, b: online_ok(x, b, rescale=False), r"multiply it by exp\(m_old - m_new\)"),
+         (lambda x, b: online_ok(x, b, shift=False), "exp overflowed"),
+         (lambda x, b: online_ok(x, b, per_block=True), "normalised each block on its own"),
+         (lambda x, b: online_ok(x, b, empty=False), "must get all-zero weights"),
+         (lambda x, b: online_ok(x, b, finite=False), r"NaN where a whole block is -inf"),
+         (lambda x, b: online_ok(x.float(), b), "wrong dtype")]),
+    "check_tiled_attention": (
+        tiled_ok,
+        [(lambda q, k, v, b, c: tiled_ok(q, k, v, b, c, scale=1.0), r"1/sqrt\(Dh\) scale is missing"),
+         (lambda q, k, v, b, c: tiled_ok(q, k, v, b, c, rescale=False), "were summed against the old max"),
+         (lambda q, k, v, b, c: tiled_ok(q, k, v, b, c, normalise=False), "un-normalised sum"),
+         (lambda q, k, v, b, c: tiled_ok(q, k, v, b, c, offset=0), "aligned top-left"),
+         (lambda q, k, v, b, c: tiled_ok(q, k, v, b, False), "causal=True is ignored"),
+         (lambda q, k, v, b, c: tiled_ok(q, k, v, b, c, full_mask=True), r"created a tensor of shape \(64, 64\)"),
+         (lambda q, k, v, b, c: m.scaled_dot_product_attention(q, k, v, m.causal_mask(q.shape[-2], k.shape[-2])
+                                                               if c else None)[0],
+          r"created a tensor of shape \((1, 2, )?64, 64\)")]),
 }
 
 
@@ -488,6 +555,8 @@ LIBRARY = {
     "check_repetition_penalty": penalty_ok,
     "check_patchify": m.vision.patchify,
     "check_window_partition": m.windows.window_partition,
+    "check_online_softmax": m.online_softmax,
+    "check_tiled_attention": lambda q, k, v, b, causal: m.tiled_attention(q, k, v, causal=causal, block_q=b, block_k=b),
 }
 
 

@@ -22,6 +22,7 @@ from .norms import check_layer_norm, check_rms_norm
 from .positional import check_alibi_slopes, check_rope, check_sinusoidal_encoding
 from .sampling import check_repetition_penalty, check_temperature, check_top_k, check_top_p
 from .schedules import check_noam, check_warmup_cosine
+from .tiled import check_online_softmax, check_tiled_attention
 from .training import check_label_smoothed_loss, check_shift_right
 from .vision import check_patchify, check_window_partition
 
