@@ -58,7 +58,7 @@ def check_online_softmax(online_softmax_fn, verbose: bool = True) -> CheckResult
         Mistake("you normalised each block on its own: every weight must be divided by the sum over the whole "
                 "row, so keep the running sum across blocks and divide at the end", lambda i: _per_block(*i.values())),
         Mistake("NaN where a whole block is -inf (masked keys at the start of a row): the running max is still "
-                "-inf there, and exp(-inf - (-inf)) = exp(nan). While the max is -inf, subtract 0 instead",
+                "-inf there, and exp(-inf - (-inf)) is NaN. While the max is -inf, subtract 0 instead",
                 lambda i: _online(*i.values(), finite=False)),
     ]
 
