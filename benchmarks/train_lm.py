@@ -1,6 +1,6 @@
 """Train the book's small language model on the grammar corpus and report loss and validity.
 
-Usage:  python benchmarks/train_lm.py [--steps 400] [--threads 2] [--save minitfm/assets/small_lm.pt]
+Usage:  python benchmarks/train_lm.py [--steps 400] [--threads auto|N] [--save minitfm/assets/small_lm.pt]
 
 Recipe (all in :mod:`minitfm.small_lm`): 20,000 sentences from ``generate_sentences(seed=0)``,
 ``small_lm_config()`` (ModelConfig.small_lm: 4 Pre-RMSNorm layers, d_model 128, RoPE, SwiGLU) and
@@ -10,18 +10,25 @@ sentence and never stops by itself. The script prints the training time, the hel
 sentences from seed 1), and for greedy continuations of short prompts and 200 samples at temperature 1
 (32 new tokens each): the fraction of grammatical complete sentences, distinct bigrams and repeated
 trigrams. ``--save`` writes a checkpoint loadable with ``minitfm.training.load_checkpoint``.
+
+``--threads auto`` (the default) times 20 training steps on 1, 2, 4, ... threads and trains on the
+fastest; ``--threads N`` forces N. The thread count changes the last bits of every sum, so a checkpoint
+trained on another count differs slightly (its figures do not change beyond their last decimals).
 """
 from __future__ import annotations
 
 import argparse
 import time
 
-import torch
+from _openmp import WAIT_POLICY  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
 
-from minitfm.corpus import generate_sentences, validity
-from minitfm.text_metrics import distinct_n, repetition_rate
-from minitfm.small_lm import VALID_SEED, perplexity_and_loss, sample_texts, train_small_lm
-from minitfm.training import save_checkpoint
+import torch  # noqa: E402
+
+from minitfm.device import cpu_summary, fastest_threads  # noqa: E402
+from minitfm.corpus import generate_sentences, validity  # noqa: E402
+from minitfm.text_metrics import distinct_n, repetition_rate  # noqa: E402
+from minitfm.small_lm import VALID_SEED, perplexity_and_loss, sample_texts, train_small_lm  # noqa: E402
+from minitfm.training import save_checkpoint  # noqa: E402
 
 PROMPTS = ["the", "a", "some", "every", "many", "this", "these", "the cats", "a dog near", "the children that"]
 
@@ -29,17 +36,24 @@ PROMPTS = ["the", "a", "some", "every", "many", "this", "these", "the cats", "a 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=None, help="default: small_lm_train_config().steps")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", default="auto", help="'auto' (fastest by measurement) or a thread count")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", default=None, help="checkpoint path, e.g. minitfm/assets/small_lm.pt")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    print(f"machine: {cpu_summary()}; {WAIT_POLICY}")
+    if args.threads == "auto":
+        best, timings = fastest_threads(lambda: train_small_lm(20, seed=args.seed), repeats=1)
+        print("thread probe (20 training steps): "
+              + ", ".join(f"{t} thread{'s' * (t > 1)} {s:.2f} s" for t, s in timings.items()) + f" -> {best}")
+        torch.set_num_threads(best)
+    else:
+        torch.set_num_threads(int(args.threads))
 
     wall, cpu = time.perf_counter(), time.process_time()
     model, history = train_small_lm(args.steps, seed=args.seed)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"trained {len(history.loss)} steps in {wall:.1f} s wall ({cpu:.1f} s CPU, {args.threads} threads), "
+    print(f"trained {len(history.loss)} steps in {wall:.1f} s wall ({cpu:.1f} s CPU, {torch.get_num_threads()} threads), "
           f"{n_params:,} parameters")
     print(f"training loss: first 10 steps {sum(history.loss[:10]) / 10:.3f}, last 10 {sum(history.loss[-10:]) / 10:.3f}")
     loss, ppl = perplexity_and_loss(model, generate_sentences(1000, seed=VALID_SEED))
