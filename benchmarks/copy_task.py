@@ -17,8 +17,9 @@ not counted (they are not training). ``--full`` instead trains every step of the
 **Threads.** ``--threads auto`` (the default) times 30 updates on 1, 2, 4, ... threads (best of 2) and
 trains on the fastest; the book's tiny models are usually fastest on one. ``--threads N`` forces N.
 
-Timings depend on the machine's load: read them with the load average the script prints. OpenMP's wait
-policy is chosen from that load unless you set ``OMP_WAIT_POLICY`` yourself (see ``benchmarks/_openmp.py``).
+Timings depend on the machine's load. OpenMP's wait
+policy is chosen from how busy the cores are unless you set ``OMP_WAIT_POLICY`` yourself (see
+``benchmarks/_openmp.py``).
 """
 from __future__ import annotations
 

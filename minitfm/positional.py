@@ -152,7 +152,9 @@ class RotaryEmbedding(nn.Module):
         """
         # An in-place change of the positions bumps their version counter; inference tensors have none,
         # so for them compare the values (one cheap comparison against five operations saved).
-        key = (pos, None if pos.is_inference() else pos._version, x.dtype, x.dim(), x.device)
+        # A rotation made under inference_mode cannot be saved for a later backward pass: key on the mode too.
+        key = (pos, None if pos.is_inference() else pos._version, x.dtype, x.dim(), x.device,
+               torch.is_inference_mode_enabled())
         memo = getattr(self, "_memo", None)
         if memo is not None and memo[0][0] is pos and memo[0][1:] == key[1:]:
             if key[1] is not None or torch.equal(pos, memo[2]):

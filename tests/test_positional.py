@@ -182,3 +182,12 @@ def test_rope_reuses_its_rotation_only_for_the_same_unchanged_positions():
         rope(x, positions=pos)
         pos += 5
         assert_close(rope(x, positions=pos), _pair_rotation(rope, x, torch.tensor([5, 6, 7])))
+
+
+def test_rope_rotation_made_under_inference_mode_is_not_reused_for_training():
+    rope, positions = RotaryEmbedding(8), torch.tensor([0, 1, 2])
+    x = torch.randn(1, 2, 3, 8, requires_grad=True)
+    with torch.inference_mode():
+        rope(x.detach(), positions=positions)
+    rope(x, positions=positions).sum().backward()  # would fail if the inference-mode rotation were reused
+    assert x.grad is not None and x.grad.abs().sum() > 0
