@@ -1,4 +1,5 @@
-"""Choose OpenMP's wait policy before torch starts its threads (import this module before torch).
+"""Benchmark set-up shared by the scripts: OpenMP's wait policy (import this module before torch) and the
+``--threads`` choice.
 
 Between two parallel operations, OpenMP's threads spin for a while before they sleep. On an idle machine
 that is what makes a second thread cheap to wake for a tiny matrix product: with ``PASSIVE`` waiting each
@@ -45,3 +46,17 @@ def choose_wait_policy(threshold: float = 0.5) -> str:
 
 
 WAIT_POLICY = choose_wait_policy()
+
+
+def thread_counts(arg: str, probe, what: str, repeats: int = 2) -> list[int]:
+    """The thread counts a ``--threads`` argument asks for: ``"auto"`` times ``probe()`` on 1, 2, 4, ...
+    threads (``minitfm.device.fastest_threads``), prints the timings and returns the fastest; ``"1,2"``
+    returns the listed counts. The caller sets each with ``torch.set_num_threads``."""
+    if arg != "auto":
+        return [int(t) for t in arg.split(",")]
+    from minitfm.device import fastest_threads  # imports torch: after the wait policy is set
+
+    best, timings = fastest_threads(probe, repeats=repeats)
+    print(f"thread probe ({what}, best of {repeats}): "
+          + ", ".join(f"{t} thread{'s' * (t > 1)} {s:.2f} s" for t, s in timings.items()) + f" -> {best}")
+    return [best]

@@ -28,14 +28,14 @@ import dataclasses
 import statistics
 import time
 
-from _openmp import WAIT_POLICY  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
+from _openmp import WAIT_POLICY, thread_counts  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
 
 import torch  # noqa: E402
 
 from minitfm.config import ModelConfig  # noqa: E402
 from minitfm.data import CopyTask  # noqa: E402
 from minitfm.decoding import evaluate  # noqa: E402
-from minitfm.device import cpu_summary, fastest_threads  # noqa: E402
+from minitfm.device import cpu_summary  # noqa: E402
 from minitfm.models import EncoderDecoder  # noqa: E402
 from minitfm.params import count_params  # noqa: E402
 from minitfm.training import TrainConfig, set_seed, train  # noqa: E402
@@ -92,12 +92,7 @@ def main() -> None:
     print(f"training: {TrainConfig.copy_task()}")
     if args.threads == "auto":
         probe(5)  # warm-up
-        best, timings = fastest_threads(probe)
-        print("thread probe (30 updates, best of 2): "
-              + ", ".join(f"{t} thread{'s' * (t > 1)} {s:.2f} s" for t, s in timings.items()) + f" -> {best}")
-        torch.set_num_threads(best)
-    else:
-        torch.set_num_threads(int(args.threads))
+    torch.set_num_threads(thread_counts(args.threads, probe, "30 updates")[0])
     print(f"training on {torch.get_num_threads()} thread(s); "
           + ("every step of the recipe" if args.full else f"stop at the first check (every {args.check_every} "
              f"updates from {FIRST_CHECK}) that copies all {N_EVAL} validation sequences"))

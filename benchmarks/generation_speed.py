@@ -28,12 +28,12 @@ import argparse
 import statistics
 import time
 
-from _openmp import WAIT_POLICY  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
+from _openmp import WAIT_POLICY, thread_counts  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
 
 import torch  # noqa: E402
 
 from minitfm.cache import ConcatKVCache, KVCache  # noqa: E402
-from minitfm.device import cpu_summary, fastest_threads  # noqa: E402
+from minitfm.device import cpu_summary  # noqa: E402
 from minitfm.generation import generate  # noqa: E402
 from minitfm.models import DecoderOnlyLM  # noqa: E402
 from minitfm.small_lm import small_lm_config  # noqa: E402
@@ -74,15 +74,7 @@ def main() -> None:
     print(f"model: small_lm_config() d_model={config.d_model} n_layers={config.n_layers} n_heads={config.n_heads} "
           f"pos={config.pos} max_seq_len={config.max_seq_len} params={sum(p.numel() for p in model.parameters()):,}")
     run_once(model, prompt, 8, "prealloc")  # warm-up: first calls allocate and dispatch slowly
-    if args.threads == "auto":
-        best, timings = fastest_threads(lambda: run_once(model, prompt, 64, "prealloc"))
-        print("thread probe (64 cached tokens, best of 2): "
-              + ", ".join(f"{t} thread{'s' * (t > 1)} {1000 * s:.0f} ms" for t, s in timings.items())
-              + f" -> {best}")
-        thread_counts = [best]
-    else:
-        thread_counts = [int(t) for t in args.threads.split(",")]
-    for threads in thread_counts:
+    for threads in thread_counts(args.threads, lambda: run_once(model, prompt, 64, "prealloc"), "64 cached tokens"):
         torch.set_num_threads(threads)
         print(f"\n=== {threads} thread{'s' * (threads > 1)}: prompt {args.prompt_len} tokens, {args.new_tokens} new "
               f"tokens, batch 1, {args.runs} runs (median), {args.clock} clock")

@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from _openmp import WAIT_POLICY  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
+from _openmp import WAIT_POLICY, thread_counts  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
 
 import torch  # noqa: E402
 
-from minitfm.device import cpu_summary, fastest_threads  # noqa: E402
+from minitfm.device import cpu_summary  # noqa: E402
 from minitfm.corpus import generate_sentences, validity  # noqa: E402
 from minitfm.text_metrics import distinct_n, repetition_rate  # noqa: E402
 from minitfm.small_lm import VALID_SEED, perplexity_and_loss, sample_texts, train_small_lm  # noqa: E402
@@ -41,13 +41,8 @@ def main() -> None:
     parser.add_argument("--save", default=None, help="checkpoint path, e.g. minitfm/assets/small_lm.pt")
     args = parser.parse_args()
     print(f"machine: {cpu_summary()}; {WAIT_POLICY}")
-    if args.threads == "auto":
-        best, timings = fastest_threads(lambda: train_small_lm(20, seed=args.seed), repeats=1)
-        print("thread probe (20 training steps): "
-              + ", ".join(f"{t} thread{'s' * (t > 1)} {s:.2f} s" for t, s in timings.items()) + f" -> {best}")
-        torch.set_num_threads(best)
-    else:
-        torch.set_num_threads(int(args.threads))
+    torch.set_num_threads(thread_counts(args.threads, lambda: train_small_lm(20, seed=args.seed), "20 training steps",
+                                        repeats=1)[0])
 
     wall, cpu = time.perf_counter(), time.process_time()
     model, history = train_small_lm(args.steps, seed=args.seed)
