@@ -78,8 +78,9 @@ class _Block(nn.Module):
         return norm(x + self.drop(out)), weights
 
     def drop(self, out: torch.Tensor) -> torch.Tensor:
-        """Residual dropout; in evaluation (or with p = 0) the module call is skipped, not just a no-op."""
-        return self.dropout(out) if self.training and self.dropout.p > 0 else out
+        """Residual dropout; in evaluation the module call is skipped, not just a no-op (as for the FFN's and
+        the embeddings' dropout)."""
+        return self.dropout(out) if self.training else out
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))[0]
