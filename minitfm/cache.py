@@ -58,10 +58,10 @@ class KVCache:
                 f"KV cache overflow: it holds {self.max_seq_len} positions, {self.length} are used and "
                 f"{k.shape[2]} more were added; allocate a larger max_seq_len"
             )
-        self.k[:, :, self.length:end] = k
-        self.v[:, :, self.length:end] = v
+        self.k.narrow(2, self.length, k.shape[2]).copy_(k)  # k[:, :, length:end] = k, in fewer operations
+        self.v.narrow(2, self.length, v.shape[2]).copy_(v)
         self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        return self.k.narrow(2, 0, end), self.v.narrow(2, 0, end)
 
     def get(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The valid prefix (B, H_kv, length, Dh) without adding anything."""

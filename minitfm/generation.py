@@ -22,6 +22,7 @@ generates exactly what it would alone. A row stops at ``eos_id``; later columns 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -32,6 +33,7 @@ import torch
 
 from ._checks import check_number, check_positive_int, check_tensor, check_token_ids
 from .cache import KVCache
+from .lean_decode import LeanDecoder
 from .models import DecoderOnlyLM, EncoderDecoder
 from .sampling import LogitsProcessor, Temperature, TopK, TopP, apply_processors
 
@@ -64,18 +66,21 @@ class _NextLogits:
     """Next-token logits for a growing batch of sequences, from either model kind, cached or not.
 
     ``__call__(tokens (B, T), valid (B, T)) -> (B, V)`` with ``valid`` True for real (non-padding)
-    tokens. With a cache only the tokens not yet cached are fed to the model.
+    tokens. With a cache only the tokens not yet cached are fed to the model; a decoder-only model's
+    one-token steps after the prefill go through :class:`~minitfm.lean_decode.LeanDecoder` (the same function
+    in a tenth of the PyTorch operations) unless the model needs its modules.
     """
 
     def __init__(self, model, src, batch_size: int, total_len: int, use_cache: bool, cache_cls):
         self.model = model
         self.encoder_decoder = isinstance(model, EncoderDecoder)
-        self.caches = None
+        self.caches = self.lean = None
         if self.encoder_decoder:
             self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S): once for all steps
         if use_cache:
             extra = {"memory_len": src.shape[1]} if self.encoder_decoder else {}
             self.caches = model.new_caches(batch_size, total_len, cache_cls, **extra)
+            self.lean = None if self.encoder_decoder else LeanDecoder.build(model, total_len)
 
     def __call__(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         past = 0 if self.caches is None else self.caches[0].length
@@ -84,6 +89,8 @@ class _NextLogits:
             logits = self.model.decode(new, self.memory, self.src_mask, caches=self.caches)
         else:
             key_mask = None if bool(valid.all()) else valid  # without padding, positions and mask are the defaults
+            if self.lean is not None and past > 0 and new.shape[1] == 1:
+                return self.lean(new, self.caches, key_mask)  # a decode step: (B, 1) -> (B, V)
             logits = self.model(new, caches=self.caches, key_mask=key_mask)
         return logits[:, -1]  # (B, T_new, V) -> (B, V): only the last position predicts the next token
 
@@ -162,7 +169,6 @@ def _choose(logits, tokens, processors, do_sample: bool, generator) -> torch.Ten
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B, 1) -> (B,)
 
 
-@torch.no_grad()
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
              processors: Sequence[LogitsProcessor] = (), do_sample: bool = False,
              generator: torch.Generator | None = None, eos_id: int | None = None, pad_id: int | None = None,
@@ -196,10 +202,19 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     was_training = model.training
     model.eval()
     try:
-        return _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
-                              eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
+        with torch.inference_mode():  # no autograd bookkeeping at all: a decode step runs ~100 small operations
+            out = _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
+                                 eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
     finally:
         model.train(was_training)
+    return _outside_inference_mode(out)
+
+
+def _outside_inference_mode(out):
+    """The output with every tensor copied out of inference mode, so that it can feed training later
+    (an inference tensor cannot be saved for a backward pass)."""
+    return dataclasses.replace(out, **{f.name: getattr(out, f.name).clone() for f in dataclasses.fields(out)
+                                       if isinstance(getattr(out, f.name), torch.Tensor)})
 
 
 def _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
@@ -249,7 +264,6 @@ class BeamSearchOutput:
         return self.tokens[:, self.prompt_len:]
 
 
-@torch.no_grad()
 def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: int = 4,
                 length_penalty: float = 1.0, src: torch.Tensor | None = None, eos_id: int | None = None,
                 pad_id: int | None = None, use_cache: bool = True, cache_cls=KVCache) -> BeamSearchOutput:
@@ -289,10 +303,12 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
     was_training = model.training
     model.eval()
     try:
-        return _beam_loop(model, prompt, max_new_tokens, num_beams, float(length_penalty), src,
-                          eos_id, pad_id, use_cache, cache_cls)
+        with torch.inference_mode():
+            out = _beam_loop(model, prompt, max_new_tokens, num_beams, float(length_penalty), src,
+                             eos_id, pad_id, use_cache, cache_cls)
     finally:
         model.train(was_training)
+    return _outside_inference_mode(out)
 
 
 def _beam_loop(model, prompt, max_new_tokens, k, length_penalty, src, eos_id, pad_id, use_cache, cache_cls):

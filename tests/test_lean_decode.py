@@ -1,0 +1,196 @@
+import itertools
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from minitfm.cache import ConcatKVCache, KVCache
+from minitfm.config import ModelConfig
+from minitfm.generation import generate
+from minitfm.lean_decode import LeanDecoder
+from minitfm.models import DecoderOnlyLM, EncoderDecoder
+from minitfm.moe import MoEFeedForward
+from minitfm.small_lm import small_lm_config
+
+PAD = 0
+CONFIGS = [dict(pos=pos, norm=norm, norm_first=norm_first, ffn=ffn, n_kv_heads=n_kv_heads)
+           for pos, norm, norm_first, ffn, n_kv_heads in itertools.product(
+               ["sinusoidal", "learned", "rope", "alibi", "none"], ["layer", "rms"], [True, False],
+               ["relu", "gelu_tanh", "swiglu"], [None, 1])]
+
+
+def lm(dtype=torch.float32, **overrides):
+    torch.manual_seed(0)
+    return DecoderOnlyLM(ModelConfig.tiny(**overrides)).to(dtype).eval()
+
+
+def module_and_lean_steps(model, prompt, steps, cache_cls=KVCache, padded=False):
+    """Feed the same tokens step by step through the modules and through LeanDecoder; both logits lists."""
+    b, p = prompt.shape
+    valid = prompt != PAD if padded else torch.ones_like(prompt, dtype=torch.bool)
+    module_caches = model.new_caches(b, p + steps, cache_cls)
+    lean_caches = model.new_caches(b, p + steps, cache_cls)
+    lean = LeanDecoder.build(model, p + steps)
+    assert lean is not None
+    key_mask = valid if padded else None
+    with torch.no_grad():
+        model(prompt, caches=module_caches, key_mask=key_mask)
+        model(prompt, caches=lean_caches, key_mask=key_mask)
+        ref, got = [], []
+        for step in range(steps):
+            token = torch.full((b, 1), 3 + step % 5)
+            if padded:
+                key_mask = torch.cat([key_mask, torch.ones(b, 1, dtype=torch.bool)], dim=1)
+            ref.append(model(token, caches=module_caches, key_mask=key_mask)[:, -1])
+            got.append(lean(token, lean_caches, key_mask))
+    return torch.stack(ref), torch.stack(got)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_lean_step_computes_what_the_modules_compute(config):
+    model = lm(**config)
+    ref, got = module_and_lean_steps(model, torch.tensor([[1, 5, 6, 7], [1, 8, 3, 9]]), 6)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "learned", "rope", "alibi", "none"])
+@pytest.mark.parametrize("cache_cls", [KVCache, ConcatKVCache])
+def test_lean_step_with_left_padding_and_either_cache(pos, cache_cls):
+    model = lm(pos=pos, n_kv_heads=1)
+    prompt = torch.tensor([[PAD, PAD, 1, 5, 6], [1, 7, 8, 9, 3]])
+    ref, got = module_and_lean_steps(model, prompt, 5, cache_cls=cache_cls, padded=True)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_lean_step_with_biases_untied_embeddings_and_float64():
+    model = lm(dtype=torch.float64, bias=True, tie_embeddings=False, pos="rope", norm="rms")
+    ref, got = module_and_lean_steps(model, torch.tensor([[1, 5, 6, 7]]), 4)
+    assert got.dtype == torch.float64
+    # the modules' RMSNorm squares in float32 even for float64 inputs; the lean step stays in float64
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_models_that_need_their_modules_get_none():
+    assert LeanDecoder.build(lm().train(), 16) is None  # dropout, and training statistics
+    assert LeanDecoder.build(lm(dtype=torch.bfloat16), 16) is None
+    torch.manual_seed(0)
+    assert LeanDecoder.build(EncoderDecoder(ModelConfig.tiny()).eval(), 16) is None
+    moe = lm()
+    moe.layers[0].ffn = MoEFeedForward(moe.config.d_model, n_experts=2)
+    assert LeanDecoder.build(moe, 16) is None
+    hooked = lm()
+    hooked.layers[1].self_attn.register_forward_hook(lambda module, args, out: None)
+    assert LeanDecoder.build(hooked, 16) is None
+    assert LeanDecoder.build(lm(), 16) is not None
+
+
+class CountLeanCalls:
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        original = LeanDecoder.__call__
+
+        def counted(decoder, *args, **kwargs):
+            self.calls += 1
+            return original(decoder, *args, **kwargs)
+        monkeypatch.setattr(LeanDecoder, "__call__", counted)
+
+
+def test_generate_takes_the_lean_step_after_the_prefill(monkeypatch):
+    counter = CountLeanCalls(monkeypatch)
+    out = generate(lm(), torch.tensor([[1, 5, 6]]), 7, eos_id=-1)
+    assert out.new_tokens.shape == (1, 7)
+    assert counter.calls == 6  # step 0 is the prefill through the modules
+    generate(lm(), torch.tensor([[1, 5, 6]]), 7, eos_id=-1, use_cache=False)
+    assert counter.calls == 6  # no cache, no decode step
+
+
+def test_a_hooked_model_generates_through_its_modules_and_the_hooks_fire(monkeypatch):
+    counter = CountLeanCalls(monkeypatch)
+    model = lm()
+    seen = []
+    model.layers[0].ffn.register_forward_hook(lambda module, args, out: seen.append(out.shape))
+    plain = generate(lm(), torch.tensor([[1, 5, 6]]), 5, eos_id=-1)
+    hooked = generate(model, torch.tensor([[1, 5, 6]]), 5, eos_id=-1)
+    assert counter.calls == 4  # only the plain model's decode steps
+    assert len(seen) == 5 and seen[1] == (1, 1, model.config.d_model)
+    assert torch.equal(hooked.tokens, plain.tokens)
+
+
+def test_generate_reads_the_weights_of_each_call():
+    model = lm()
+    prompt = torch.tensor([[1, 5, 6]])
+    before = generate(model, prompt, 6, eos_id=-1, return_logits=True).logits
+    with torch.no_grad():
+        model.layers[0].ffn.down_proj.weight.mul_(3.0)
+    after = generate(model, prompt, 6, eos_id=-1, return_logits=True).logits
+    recompute = generate(model, prompt, 6, eos_id=-1, return_logits=True, use_cache=False).logits
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, recompute, atol=1e-5, rtol=1e-5)
+
+
+def test_generate_returns_ordinary_tensors_that_can_feed_training():
+    # generate runs under torch.inference_mode; an inference tensor cannot be saved for a backward pass
+    model = lm()
+    out = generate(model, torch.tensor([[1, 5, 6]]), 4, eos_id=-1, return_logits=True)
+    assert not any(t.is_inference() for t in (out.tokens, out.finished, out.logits))
+    model.train()
+    model(out.tokens).sum().backward()
+    assert model.tok_emb.weight.grad is not None
+
+
+class CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_lean_step_of_the_small_lm_stays_small():
+    # Issue 20: a decode step costs its PyTorch operations and Python calls more than its arithmetic. The lean
+    # step makes 4 matrix products per layer (q/k/v stacked, out, gate/up stacked, down) and about 50
+    # operations in all, most of them free views, against the module path's Python calls and checks.
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(small_lm_config()).eval()
+    caches = model.new_caches(1, 32)
+    lean = LeanDecoder.build(model, 32)
+    with torch.inference_mode():
+        model(torch.tensor([[1, 5, 6, 7]]), caches=caches)  # prefill
+        with CountOps() as counter:
+            lean(torch.tensor([[8]]), caches)
+        with CountOps() as module_counter:
+            model(torch.tensor([[8]]), caches=caches)
+    ops, layers = counter.ops, model.config.n_layers
+    assert ops["masked_fill"] == 0 and ops["triu"] == 0 and ops["repeat_interleave"] == 0
+    assert ops["linear"] == 4 * layers + 1, ops  # and the output head
+    assert ops["softmax"] == layers
+    assert sum(ops.values()) <= 50 * layers, ops.most_common(8)
+    assert module_counter.ops["linear"] == 7 * layers + 1
+    assert sum(ops.values()) < sum(module_counter.ops.values())
+
+
+def test_lean_step_leaves_the_caches_as_the_modules_do():
+    model = lm(pos="rope", n_kv_heads=1)
+    prompt = torch.tensor([[1, 5, 6, 7]])
+    module_caches, lean_caches = model.new_caches(1, 8), model.new_caches(1, 8)
+    lean = LeanDecoder.build(model, 8)
+    with torch.no_grad():
+        for caches in (module_caches, lean_caches):
+            model(prompt, caches=caches)
+        model(torch.tensor([[9]]), caches=module_caches)
+        lean(torch.tensor([[9]]), lean_caches)
+    for mine, theirs in zip(lean_caches, module_caches):
+        assert mine.length == theirs.length == 5
+        torch.testing.assert_close(mine.self_attn.k, theirs.self_attn.k)
+        torch.testing.assert_close(mine.self_attn.v, theirs.self_attn.v)
+
+
+def test_identity_final_norm_of_post_ln_models_is_supported():
+    model = lm(norm_first=False)
+    assert isinstance(model.final_norm, nn.Identity)
+    ref, got = module_and_lean_steps(model, torch.tensor([[1, 5, 6, 7]]), 3)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
