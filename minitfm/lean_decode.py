@@ -14,13 +14,13 @@ one flat list of about 50 PyTorch operations per layer, most of them free views:
 - q, k and v come from one matrix product (the three weight matrices stacked once per ``generate`` call),
   and so do SwiGLU's gate and up projections;
 - RoPE's rotations for every position are computed once, and a step indexes that table;
-- attention is three batched matrix products (no mask: one query sees every cached key), or PyTorch's
-  fused kernel when padding or ALiBi needs a mask or a bias;
+- attention is two batched matrix products and a softmax (no mask: one query sees every cached key), or
+  PyTorch's fused kernel when padding or ALiBi needs a mask or a bias;
 - nothing is checked per step: :func:`~minitfm.generation.generate` checked its inputs once, and the step
   only sees tensors that it or the model built.
 
-The result equals the module path up to float rounding (stacked matrices and the fused RMSNorm may sum in
-another order); ``tests/test_lean_decode.py`` compares the two for every configuration. The weights are read
+The result equals the module path up to float rounding (the stacked matrices, and RMSNorm's sum of squares
+as a matrix product, may add in another order); ``tests/test_lean_decode.py`` compares the two for every configuration. The weights are read
 when the decoder is built: build a new one after changing the model (``generate`` builds one per call).
 
 Not every model can take this path. :meth:`LeanDecoder.build` returns ``None``, and ``generate`` uses the
@@ -161,7 +161,7 @@ class LeanDecoder:
             if h_kv != h:
                 k, v = k.repeat_interleave(h // h_kv, dim=1), v.repeat_interleave(h // h_kv, dim=1)
             return _fused(q, k, v, mask, bias, 0.0, self.scale)
-        # Three batched matrix products over (B H_kv) groups of H / H_kv queries: the query heads that share
+        # Batched matrix products over (B H_kv) groups of H / H_kv queries: the query heads that share
         # a key/value head (grouped-query attention) form one group, so k and v are never repeated. For one
         # query this is cheaper than the fused kernel, and its cost grows more slowly with T_k.
         q = q.reshape(b * h_kv, h // h_kv, d_head)  # (B, H, 1, Dh) -> (B H_kv, H / H_kv, Dh)

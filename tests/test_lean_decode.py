@@ -72,6 +72,12 @@ def test_lean_step_with_biases_untied_embeddings_and_float64():
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
 
 
+def test_lean_step_with_rope_position_interpolation():
+    model = lm(pos="rope", rope_scale=4.0, rope_base=500.0)
+    ref, got = module_and_lean_steps(model, torch.tensor([[1, 5, 6, 7, 8, 9]]), 5)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
 def test_models_that_need_their_modules_get_none():
     assert LeanDecoder.build(lm().train(), 16) is None  # dropout, and training statistics
     assert LeanDecoder.build(lm(dtype=torch.bfloat16), 16) is None
