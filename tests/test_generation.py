@@ -314,35 +314,3 @@ def test_unpadded_prompts_take_the_maskless_decode_step_and_match_recompute(pos,
     out = generate(model, prompt, 10, **kwargs)
     assert torch.equal(out.tokens, ref.tokens)
     torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=1e-5)
-
-
-def test_a_cached_decode_step_stays_lean():
-    # Issue 20: a decode step's cost is its number of PyTorch operations, not its arithmetic. A step with one
-    # query, a cache and no padding builds no mask, runs fused attention (no softmax of its own), and does
-    # about 75 operations per layer of the small LM; a regression that adds per-layer work shows here.
-    from collections import Counter
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from minitfm.small_lm import small_lm_config
-
-    class CountOps(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[func.overloadpacket.__name__] += 1
-            return func(*args, **(kwargs or {}))
-
-    torch.manual_seed(0)
-    model = DecoderOnlyLM(small_lm_config()).eval()
-    caches = model.new_caches(1, 32)
-    with torch.no_grad():
-        model(torch.tensor([[1, 5, 6, 7]]), caches=caches)  # prefill
-        with CountOps() as counter:
-            model(torch.tensor([[8]]), caches=caches)
-    ops = counter.ops
-    assert ops["masked_fill"] == 0 and ops["_softmax"] == 0 and ops["triu"] == 0
-    assert sum(n for op, n in ops.items() if "scaled_dot_product" in op) == model.config.n_layers
-    assert sum(ops.values()) <= 80 * model.config.n_layers, ops.most_common(8)

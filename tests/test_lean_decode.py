@@ -200,3 +200,20 @@ def test_identity_final_norm_of_post_ln_models_is_supported():
     assert isinstance(model.final_norm, nn.Identity)
     ref, got = module_and_lean_steps(model, torch.tensor([[1, 5, 6, 7]]), 3)
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_a_cached_decode_step_through_the_modules_stays_lean():
+    # Issue 20: a decode step's cost is its number of PyTorch operations, not its arithmetic. A step with one
+    # query, a cache and no padding builds no mask, runs fused attention (no softmax of its own), and does
+    # about 75 operations per layer of the small LM; a regression that adds per-layer work shows here.
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(small_lm_config()).eval()
+    caches = model.new_caches(1, 32)
+    with torch.no_grad():
+        model(torch.tensor([[1, 5, 6, 7]]), caches=caches)  # prefill
+        with CountOps() as counter:
+            model(torch.tensor([[8]]), caches=caches)
+    ops = counter.ops
+    assert ops["masked_fill"] == 0 and ops["_softmax"] == 0 and ops["triu"] == 0
+    assert sum(n for op, n in ops.items() if "scaled_dot_product" in op) == model.config.n_layers
+    assert sum(ops.values()) <= 80 * model.config.n_layers, ops.most_common(8)
