@@ -58,6 +58,7 @@ from .decoding import evaluate, exact_match, greedy_decode, token_accuracy
 from .cache import ConcatKVCache, KVCache
 from .sampling import LogitsProcessor, RepetitionPenalty, Temperature, TopK, TopP, apply_processors
 from .generation import BeamSearchOutput, GenerationOutput, beam_search, generate
+from .lean_decode import LeanDecoder
 from .memory import kv_cache_bytes
 from .tokenizer import WordTokenizer
 from .small_lm import load_small_lm
@@ -95,7 +96,7 @@ __all__ = [
     "label_smoothed_cross_entropy", "set_seed", "save_checkpoint", "load_checkpoint",
     "greedy_decode", "evaluate", "exact_match", "token_accuracy",
     "KVCache", "ConcatKVCache", "LogitsProcessor", "Temperature", "TopK", "TopP", "RepetitionPenalty",
-    "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput",
+    "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput", "LeanDecoder",
     "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device", "set_threads", "cpu_summary", "fastest_threads", "judge", "seed_table",
     "tiled_attention", "online_softmax", "TileStats",
 ]

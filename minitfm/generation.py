@@ -68,7 +68,8 @@ class _NextLogits:
     ``__call__(tokens (B, T), valid (B, T)) -> (B, V)`` with ``valid`` True for real (non-padding)
     tokens. With a cache only the tokens not yet cached are fed to the model; a decoder-only model's
     one-token steps after the prefill go through :class:`~minitfm.lean_decode.LeanDecoder` (the same function
-    in a tenth of the PyTorch operations) unless the model needs its modules.
+    as one flat list of tensor operations, without module calls or per-step checks) unless the model needs its
+    modules.
     """
 
     def __init__(self, model, src, batch_size: int, total_len: int, use_cache: bool, cache_cls):
@@ -192,6 +193,11 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         return_logits: also return the raw (B, N, V) logits of every step.
         clock: the timer of ``step_times``: wall time by default; ``time.process_time`` counts only this
             process's CPU time, a steadier measure on a machine shared with other jobs.
+
+    The loop runs under ``torch.inference_mode``; the tensors it returns are ordinary ones. With a cache, a
+    DecoderOnlyLM's decode steps run through :class:`~minitfm.lean_decode.LeanDecoder`, which computes what
+    the modules compute (to rounding) with far less overhead; a model with hooks or in half precision, or one
+    whose modules it does not know, runs every step through its modules.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
     eos_id, pad_id = _special_ids(model, eos_id, pad_id)
@@ -202,7 +208,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():  # no autograd bookkeeping at all: a decode step runs ~100 small operations
+        with torch.inference_mode():  # no autograd bookkeeping at all: a decode step is ~200 small operations
             out = _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
                                  eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
     finally:
