@@ -205,20 +205,22 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     if not do_sample and any(isinstance(p, (Temperature, TopK, TopP)) for p in processors):
         warnings.warn("Temperature, TopK and TopP never change the argmax; pass do_sample=True to sample",
                       stacklevel=2)
+    return _for_inference(model, _generate_loop, prompt, max_new_tokens, src, processors, do_sample, generator,
+                          eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
+
+
+def _for_inference(model, loop, *args):
+    """``loop(model, *args)`` in eval mode (no dropout) and inference mode (no autograd bookkeeping: a decode
+    step is ~200 small operations); the model's mode is restored, and every tensor of the output dataclass is
+    copied out of inference mode so that it can feed training later (an inference tensor cannot be saved for
+    a backward pass)."""
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():  # no autograd bookkeeping at all: a decode step is ~200 small operations
-            out = _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
-                                 eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
+        with torch.inference_mode():
+            out = loop(model, *args)
     finally:
         model.train(was_training)
-    return _outside_inference_mode(out)
-
-
-def _outside_inference_mode(out):
-    """The output with every tensor copied out of inference mode, so that it can feed training later
-    (an inference tensor cannot be saved for a backward pass)."""
     return dataclasses.replace(out, **{f.name: getattr(out, f.name).clone() for f in dataclasses.fields(out)
                                        if isinstance(getattr(out, f.name), torch.Tensor)})
 
@@ -306,15 +308,8 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty}")
     eos_id, pad_id = _special_ids(model, eos_id, pad_id)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            out = _beam_loop(model, prompt, max_new_tokens, num_beams, float(length_penalty), src,
-                             eos_id, pad_id, use_cache, cache_cls)
-    finally:
-        model.train(was_training)
-    return _outside_inference_mode(out)
+    return _for_inference(model, _beam_loop, prompt, max_new_tokens, num_beams, float(length_penalty), src,
+                          eos_id, pad_id, use_cache, cache_cls)
 
 
 def _beam_loop(model, prompt, max_new_tokens, k, length_penalty, src, eos_id, pad_id, use_cache, cache_cls):

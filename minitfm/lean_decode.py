@@ -131,9 +131,8 @@ class LeanDecoder:
         self.additive_positions = model.pos_emb is not None
         self.rotations = None
         if model.rope is not None:  # every position's cos + i sin, once: (max_len, Dh/2) complex
-            angles = model.rope.angles(torch.arange(max_len, device=self.lm_head.device))
-            self.rotations = torch.polar(torch.ones_like(angles), angles).to(
-                torch.complex64 if self.lm_head.dtype == torch.float32 else torch.complex128)
+            positions = torch.arange(max_len, device=self.lm_head.device)
+            self.rotations = model.rope.complex_rotation(positions, self.lm_head.dtype)
 
     @classmethod
     def build(cls, model, max_len: int) -> "LeanDecoder | None":

@@ -143,6 +143,12 @@ class RotaryEmbedding(nn.Module):
             inv_freq = self._float32_inv_freq().to(inv_freq.device)
         return (positions.float() / self.scale)[..., None] * inv_freq
 
+    def complex_rotation(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(T,) or (B, T) positions -> (..., T, Dh/2) rotations ``cos + i sin`` for float32 (complex64) or
+        float64 (complex128) inputs; multiplying a pair x0 + i x1 by one rotates it."""
+        ang = self.angles(positions)
+        return torch.polar(torch.ones_like(ang), ang).to(torch.complex64 if dtype == torch.float32 else torch.complex128)
+
     def _rotation(self, pos: torch.Tensor, x: torch.Tensor):
         """The rotation at ``pos``, broadcastable against x: ``cos + i sin`` as one complex tensor for
         float32/float64 inputs, a ``(cos, sin)`` pair for float16/bfloat16 (bfloat16 has no complex type).
@@ -159,13 +165,13 @@ class RotaryEmbedding(nn.Module):
         if memo is not None and memo[0][0] is pos and memo[0][1:] == key[1:]:
             if key[1] is not None or torch.equal(pos, memo[2]):
                 return memo[1]
-        ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
-        if ang.dim() == 3 and x.dim() == 4:
-            ang = ang[:, None]  # (B, T, Dh/2) -> (B, 1, T, Dh/2), shared by all heads
+        heads = pos.dim() == 2 and x.dim() == 4  # (B, T, Dh/2) -> (B, 1, T, Dh/2), shared by all heads
         if x.dtype in (torch.float32, torch.float64):
-            rotation = torch.polar(torch.ones_like(ang), ang).to(torch.complex64 if x.dtype == torch.float32
-                                                                else torch.complex128)
+            rotation = self.complex_rotation(pos, x.dtype)
+            rotation = rotation[:, None] if heads else rotation
         else:
+            ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
+            ang = ang[:, None] if heads else ang
             rotation = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
         self._memo = (key, rotation, pos.clone() if key[1] is None else None)
         return rotation
