@@ -10,24 +10,52 @@ pieces every chapter shares: a per-seed table and the verdict from per-seed outc
     print(judge(rule, [loss > 2.0 for loss in losses]))
     # -> "mixed: the rule held on 2 of 3 seeds (every seed's ...)"
 
-Library code never prints: both functions return strings for the notebook to print.
+Verdicts use one small vocabulary, ``VERDICTS`` (defined here and in ``book/CONTRIBUTING_CHAPTERS.md``):
+``judge`` and ``verdict`` refuse any other word, and ``verdict_problems`` finds a printed verdict line that
+uses one (the test suite runs it over every committed notebook output).
+
+Library code never prints: these functions return strings for the notebook to print.
 """
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Sequence
 
-__all__ = ["judge", "seed_table"]
+__all__ = ["VERDICTS", "judge", "seed_table", "verdict", "verdict_problems"]
+
+# The only verdict words the book prints, with what each means. A timing is not a sixth word: it is one of
+# these, printed with the qualifier "(a timing, this run)", for a speed that no assert can check because
+# another machine (or a busy one) legitimately gives another figure.
+VERDICTS: dict[str, str] = {
+    "confirmed": "the rule, as stated before the run, held on every seed (or repeat) of this run",
+    "mixed": "the rule held on some seeds and not on others: the run cannot settle it",
+    "contradicted": "the rule, as stated, failed on every seed of this run",
+    "refined": "the run supports a narrower or more precise form of the rule than the one people state",
+    "not testable here": "the run could not produce the situation the rule is about (say, no run blew up), "
+                         "so it says nothing either way",
+}
+TIMING = "(a timing, this run)"
+
+
+def _check_word(word: str, argument: str) -> None:
+    if word not in VERDICTS:
+        raise ValueError(f"{argument} must be one of the verdict words {sorted(VERDICTS)}, got {word!r}")
 
 
 def judge(rule: str, held: Sequence[bool], *, every: str = "confirmed", some: str = "mixed",
-          none: str = "contradicted") -> str:
+          none: str = "contradicted", unit: str = "seeds") -> str:
     """The verdict of ``rule`` given, for each seed, whether it held.
 
     ``every`` is the word when the rule held on every seed, ``none`` when it held on none and ``some``
-    otherwise (a result that differs between seeds is reported as such, never rounded to a verdict).
+    otherwise (a result that differs between seeds is reported as such, never rounded to a verdict); each
+    must be one of ``VERDICTS``. ``unit`` names what was repeated ("seeds", "repeats", "models").
     Returns e.g. ``"confirmed: the rule held on 5 of 5 seeds (<rule>)"``.
     """
+    for word, argument in ((every, "every"), (some, "some"), (none, "none")):
+        _check_word(word, argument)
+    if not isinstance(unit, str) or not unit.strip():
+        raise TypeError(f"unit must be a non-empty string such as 'seeds', got {unit!r}")
     if not isinstance(rule, str) or not rule.strip():
         raise TypeError(f"rule must be a non-empty string stating the test, got {rule!r}")
     if isinstance(held, (str, bytes)) or not hasattr(held, "__len__"):
@@ -42,7 +70,47 @@ def judge(rule: str, held: Sequence[bool], *, every: str = "confirmed", some: st
         raise TypeError(f"held must hold booleans (one per seed), got {bad[0]!r} ({type(bad[0]).__name__})")
     count, n = sum(bool(h) for h in outcomes), len(outcomes)
     word = every if count == n else none if count == 0 else some
-    return f"{word}: the rule held on {count} of {n} seeds ({rule})"
+    return f"{word}: the rule held on {count} of {n} {unit} ({rule})"
+
+
+def verdict(word: str, evidence: str, *, timing: bool = False) -> str:
+    """A verdict line that is not a count of seeds: ``"verdict: refined: <evidence>"``.
+
+    ``word`` is one of ``VERDICTS``; ``evidence`` says what this run measured and by which rule. With
+    ``timing=True`` the line reads ``"verdict (a timing, this run): <word>: <evidence>"``: a speed that the
+    notebook prints but does not assert, since another machine gives another figure.
+    """
+    _check_word(word, "word")
+    if not isinstance(evidence, str) or not evidence.strip():
+        raise TypeError(f"evidence must be a non-empty string saying what was measured, got {evidence!r}")
+    return f"verdict {TIMING}: {word}: {evidence}" if timing else f"verdict: {word}: {evidence}"
+
+
+_HELD = re.compile(r"(?:^|: |\s{2,}|^\d+\.\s+)([a-z][a-z ]*?): the rule held on \d+ of \d+ ")
+_VERDICT = re.compile(r"\bverdict\b[^:]*?: ([a-z][a-z ,]*?)(?::|$)")
+# Words that earlier editions printed as verdicts; none may come back.
+RETIRED = ("not confirmed:", "not seen at this size", "no difference measured", "timing verdict",
+           "no blow-up on any seed:", "blow-ups on every seed:", "blow-ups on some seeds:")
+
+
+def verdict_problems(text: str) -> list[str]:
+    """Every line of ``text`` (a cell's printed output) whose verdict word is not one of ``VERDICTS``.
+
+    A verdict line is one that ``judge`` wrote (``<word>: the rule held on k of n ...``, after an optional
+    label) or ``verdict`` wrote (``verdict...: <word>: ...``); a line with a retired word is a problem too.
+    """
+    problems = []
+    for line in text.splitlines():
+        words = [m.group(1) for m in _HELD.finditer(line)] + [m.group(1) for m in _VERDICT.finditer(line)]
+        if "the rule held on" in line and not _HELD.search(line):
+            problems.append(f"a 'the rule held on' line that judge did not write: {line.strip()[:120]}")
+        for word in words:
+            # a label may stand before the word ("0.3 too much: confirmed"); judge's word is the last part
+            word = word.split(": ")[-1]
+            if word not in VERDICTS:
+                problems.append(f"verdict word {word!r} is not one of {sorted(VERDICTS)}: {line.strip()[:120]}")
+        problems += [f"retired verdict words {r!r}: {line.strip()[:120]}" for r in RETIRED if r in line]
+    return problems
 
 
 def _check_row(label, values, n_seeds):
