@@ -10,7 +10,7 @@ def test_judge_words_follow_the_count_of_seeds_that_held():
     assert judge("loss > 2", [True, False, True]).startswith("mixed: the rule held on 2 of 3 seeds")
     assert judge("loss > 2", [False, False]).startswith("contradicted: the rule held on 0 of 2 seeds")
     assert judge("r", [True], every="refined").startswith("refined:")
-    assert judge("r", [False, True], some="not confirmed").startswith("not confirmed:")
+    assert judge("r", [False, True], some="not testable here").startswith("not testable here:")
 
 
 def test_judge_accepts_numpy_and_rejects_bad_input():
@@ -43,3 +43,58 @@ def test_seed_table_rejects_rows_that_do_not_match_the_seeds():
         seed_table({}, seeds=[0])
     with pytest.raises(ValueError, match="format spec"):
         seed_table({"a": [1.0]}, seeds=[0], fmt="q")
+
+
+# ---- one verdict vocabulary ---------------------------------------------------------------------------
+import json
+from pathlib import Path
+
+from minitfm.claims import VERDICTS, verdict, verdict_problems
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+def test_the_vocabulary_is_small_and_each_word_has_a_meaning():
+    assert set(VERDICTS) == {"confirmed", "mixed", "contradicted", "refined", "not testable here"}
+    assert all(isinstance(m, str) and len(m) > 20 for m in VERDICTS.values())
+
+
+def test_judge_and_verdict_refuse_words_outside_the_vocabulary():
+    with pytest.raises(ValueError, match="some must be one of the verdict words"):
+        judge("r", [True, False], some="not confirmed")
+    with pytest.raises(ValueError, match="word must be one of the verdict words"):
+        verdict("no difference measured", "eps changed nothing")
+    with pytest.raises(TypeError, match="evidence must be a non-empty string"):
+        verdict("refined", "")
+    assert judge("r", [True] * 5, unit="repeats") == "confirmed: the rule held on 5 of 5 repeats (r)"
+    assert verdict("refined", "x") == "verdict: refined: x"
+    assert verdict("mixed", "y", timing=True) == "verdict (a timing, this run): mixed: y"
+
+
+def test_verdict_problems_finds_words_outside_the_vocabulary():
+    good = "\n".join([judge("r", [True]), "0.3 too much: " + judge("r", [False]), verdict("refined", "e"),
+                      "1. the claim:   " + judge("r", [True, False]), verdict("confirmed", "t", timing=True)])
+    assert verdict_problems(good) == []
+    assert len(verdict_problems("not confirmed: the rule held on 0 of 5 seeds (r)")) == 2  # word and retired
+    assert verdict_problems("verdict: contradicted, and refined") != []
+    assert verdict_problems("verdict for this run (a timing): not seen at this size: 1.03x") != []
+    assert verdict_problems("refined: clear, not sharp: the rule held on 0 of 3 seeds (r)") != []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_committed_verdict_line_uses_the_vocabulary(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    problems = [f"cell {i}: {p}" for i, cell in enumerate(cells) if cell["cell_type"] == "code"
+                for out in cell.get("outputs", []) for p in verdict_problems("".join(out.get("text", "")))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_committed_check_fails_on_a_deliberately_wrong_verdict(tmp_path):
+    cells = json.loads(NOTEBOOKS[0].read_text(encoding="utf-8"))
+    cells["cells"].append({"cell_type": "code", "metadata": {}, "source": "", "execution_count": 1,
+                           "outputs": [{"output_type": "stream", "name": "stdout",
+                                        "text": "no difference measured: the rule held on 0 of 3 seeds (r)\n"}]})
+    broken = tmp_path / NOTEBOOKS[0].name
+    broken.write_text(json.dumps(cells), encoding="utf-8")
+    with pytest.raises(AssertionError, match="no difference measured"):
+        test_every_committed_verdict_line_uses_the_vocabulary(broken)
