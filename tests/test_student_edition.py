@@ -58,7 +58,19 @@ def test_a_synthetic_notebook_loses_every_solution_form_and_keeps_the_rest(tmp_p
     assert "Solution" not in text
     for kept in ("EXERCISE_ONE", "EXERCISE_TWO", "EXERCISE_THREE", "KEPT_AFTER", "STUB_KEPT", "CHECK_KEPT", "HINT_KEPT"):
         assert kept in text, kept
-    assert len(nb.cells) == 5  # 9 cells - 2 solution code cells - 2 Markdown cells that held only a solution
+    # 9 cells - 2 solution code cells; the 2 Markdown cells that held only a solution now hold the note
+    assert len(nb.cells) == 7
+    assert text.count(tool.STUDENT_NOTE) == 5  # one note where each of the five solution blocks was
+
+
+def test_the_students_edition_says_what_to_do_instead_of_opening_a_solution(edition):
+    for path in sorted(edition.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown").replace(tool.STUDENT_NOTE, "")
+        pointers = re.findall(r"[^.\n]*\bsolutions?\b[^.\n]*", markdown, re.I)
+        # the only sentences left that mention solutions say there are none in this edition
+        assert all("no solution" in p for p in pointers), (path.name, pointers)
+    assert tool.STUDENT_NOTE in everything(nbformat.read(edition / "01_attention.ipynb", as_version=4))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ The students' edition keeps exercises, stubs, check cells and outputs, and remov
 - an HTML block ``<details>`` whose ``<summary>`` contains "Solution", up to its matching ``</details>``;
 - a code cell whose first line starts with ``# SOLUTION`` (the convention for solution code that the test
   suite runs), or that is tagged ``solution``.
-A Markdown cell left empty is dropped.
+Where a solution was, a short note says what a student does instead (run the check cell, or bring the
+answer to the next session), and sentences that point to solutions are reworded.
 """
 from __future__ import annotations
 
@@ -155,8 +156,23 @@ def _block_end(lines: list[str], start: int) -> int:
     return len(lines) - 1
 
 
-def strip_solutions(markdown: str) -> str:
-    """Markdown without its solution blocks (fenced ``{admonition} Solution`` or ``<details>`` Solution)."""
+# What a student does instead of opening a solution: said where each solution was, and in the sentences that
+# point to solutions (the full edition's wording stays in the notebooks themselves).
+STUDENT_NOTE = ("*Students' edition: no solution here. Where a check cell follows, run it: it names your first "
+                "mistake. Otherwise write your answer down and compare it in the next session; your instructor "
+                "has the edition with solutions.*")
+STUDENT_REWRITES = [
+    (re.compile(r"\bbefore (?:you open|reading|opening) the solution\b", re.I), "yourself, before the next session"),
+    (re.compile(r"[;,] the solutions are hidden under each exercise", re.I),
+     "; this edition has no solutions: the check cells are your feedback"),
+]
+
+
+def strip_solutions(markdown: str, note: str = "") -> str:
+    """Markdown without its solution blocks (fenced ``{admonition} Solution`` or ``<details>`` Solution).
+
+    ``note``, when given, stands where each solution was, so a reader knows what to do instead.
+    """
     lines, kept, i = markdown.split("\n"), [], 0
     while i < len(lines):
         is_details = re.match(r"^\s*<details\b", lines[i], re.I)
@@ -164,11 +180,21 @@ def strip_solutions(markdown: str) -> str:
             end = _block_end(lines, i)
             if not is_details or _SUMMARY_SOLUTION.search("\n".join(lines[i:end + 1])):
                 i = end + 1
+                if note:
+                    kept += ["", note, ""]
                 continue
         kept.append(lines[i])
         i += 1
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
     return text.strip("\n")
+
+
+def student_markdown(markdown: str) -> str:
+    """A Markdown cell of the students' edition: solutions replaced by what to do, pointers to them reworded."""
+    text = strip_solutions(markdown, note=STUDENT_NOTE)
+    for pattern, replacement in STUDENT_REWRITES:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def is_solution_cell(cell) -> bool:
@@ -183,7 +209,7 @@ def student_notebook(nb):
         if is_solution_cell(cell):
             continue
         if cell.cell_type == "markdown":
-            source = strip_solutions(cell.source)
+            source = student_markdown(cell.source)
             if not source.strip():
                 continue
             cell = nbformat.from_dict({**cell, "source": source})
