@@ -9,7 +9,9 @@ MathJax and jQuery, are blocked, as no result depends on them) and check that
 - every solution of the notebook's Markdown is a ``<details>`` in the page (as many as the source has),
   and none of its text is visible before its ``<summary>`` is clicked: the solution is closed, none of its
   elements is visible, and clicking adds its first words to the page's visible text (``innerText``);
-- after the click, it is visible.
+- after the click, it is visible;
+- every figure the notebook embeds (a PNG output: plots and the diagrams of ``minitfm.diagrams``) is drawn:
+  an ``<img>`` that loaded, with a size, for each one.
 
 A screenshot of each chapter's first exercise, solutions still collapsed, goes to
 _build/screenshots/colab_view_chNN.png. One browser serves every notebook. Skips without Playwright or
@@ -71,6 +73,31 @@ SOLUTION_JS = r"""
 """
 
 
+FIGURES_JS = r"""
+(() => [...document.images].filter(img => img.src.startsWith('data:image/png'))
+  .map(img => ({width: img.naturalWidth, height: img.getBoundingClientRect().height})))()
+"""
+# The diagrams the book draws (issue 26), and the chapter each must appear in.
+DIAGRAMS = {"01_attention": ["attention_diagram"], "02_masks": ["mask_diagram"],
+            "03_multi_head": ["head_split_diagram"], "05_norms_ffn": ["block_diagram"],
+            "06_whole_transformer": ["encoder_decoder_diagram"], "08_kv_cache": ["kv_cache_diagram"]}
+
+
+def png_outputs(path: Path) -> int:
+    cells = nbformat.read(path, as_version=4).cells
+    return sum("image/png" in o.get("data", {}) for c in cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_each_diagram_is_drawn_in_its_chapter():
+    for stem, names in DIAGRAMS.items():
+        cells = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4).cells
+        for name in names:
+            drawn = [c for c in cells if c.cell_type == "code" and f"diagrams.{name}(" in c.source]
+            assert drawn, f"{stem} draws no minitfm.diagrams.{name}()"
+            assert any("image/png" in o.get("data", {}) for o in drawn[0].outputs), f"{stem}: {name} has no figure"
+            assert drawn[0].metadata.get("mystnb", {}).get("image", {}).get("alt"), f"{stem}: {name} has no alt text"
+
+
 def solutions_in_source(path: Path) -> int:
     cells = nbformat.read(path, as_version=4).cells
     return sum(len(SOLUTION_IN_SOURCE.findall(c.source)) for c in cells if c.cell_type == "markdown")
@@ -120,6 +147,10 @@ def test_notebook_reads_well_in_classic_jupyter(viewer, path):
             text = before["text"]
             context = [text[max(0, text.index(s) - 40):text.index(s) + 60] for s in shown]
             problems.append(f"MyST syntax visible: {shown}, e.g. {context[:3]}")
+
+        figures = page.evaluate(FIGURES_JS)
+        if len(figures) != png_outputs(path) or any(f["width"] == 0 or f["height"] < 20 for f in figures):
+            problems.append(f"{png_outputs(path)} figures in the notebook, drawn in the page: {figures}")
 
         expected, found = solutions_in_source(path), before["solutions"]
         if len(found) != expected:
