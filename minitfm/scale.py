@@ -28,9 +28,19 @@ MLSys, section 4), bytes per layer with no recomputation:
     s b h (10 + 24 / t + 5 a s / (h t))           eq. 2, tensor parallelism over t devices
 
 They assume fp16 activations, 1-byte dropout masks, a GPT block (LayerNorm, multi-head attention, a 4h
-GeLU MLP) and attention that stores its s x s softmax; they leave out the embedding and the logits. Llama
-(SwiGLU, no dropout, grouped-query attention) differs in the details, so read them as estimates there.
-With FlashAttention (Dao et al. 2022) the 5as/h term vanishes: the s x s scores are recomputed in the
+GeLU MLP, dropout on the attention weights and on both residual branches) and attention that stores its
+s x s softmax; they leave out the embedding and the logits. The 5as/h term is 2 bytes of softmax output,
+1 byte of its dropout mask and 2 bytes of the dropout's output per score; 2 of the 34 are the two residual
+dropout masks (1 byte each).
+
+**Without dropout** (``dropout=False``: Llama, and the book's models, which train with ``dropout=0.0``)
+neither mask nor the dropout's output is stored, and the value product reads the softmax output itself:
+
+    s b h (32 + 2 a s / h)                        one device
+    s b h (8 + 24 / t + 2 a s / (h t))            tensor parallelism over t devices
+
+Llama (SwiGLU, RMSNorm, grouped-query attention) differs in further details, so read them as estimates there.
+With FlashAttention (Dao et al. 2022) the s x s term vanishes: the scores are recomputed in the
 backward pass from Q, K, V and one softmax statistic per row (online softmax, Milakov and Gimelshein
 2018), which we neglect. ZeRO does not shrink activations: each device keeps those of its own micro-batch.
 """
@@ -120,34 +130,43 @@ def tensor_parallel_problem(shape: TrainingShape, n_devices: int) -> str | None:
 
 
 def activation_bytes(shape: TrainingShape, seq_len: int, micro_batch: int = 1, *, tensor_parallel: int = 1,
-                     flash_attention: bool = False) -> float:
+                     flash_attention: bool = False, dropout: bool = True) -> float:
     """Activation bytes of all L layers, Korthikanti et al. eq. 2 (eq. 1 at t = 1) times L:
 
-    L s b h (10 + 24/t) + L 5 a s^2 b / t, without the second term under FlashAttention.
+    L s b h (10 + 24/t) + L 5 a s^2 b / t with dropout (the paper's GPT block, the default);
+    L s b h (8 + 24/t) + L 2 a s^2 b / t with ``dropout=False`` (a model trained without dropout, such as
+    Llama: no dropout masks, no dropout output). ``flash_attention=True`` drops the s^2 term.
     """
     if not isinstance(shape, TrainingShape):
         raise TypeError(f"shape must be a TrainingShape (see training_shape), got {type(shape).__name__}")
     for value, label in ((seq_len, "seq_len"), (micro_batch, "micro_batch"), (tensor_parallel, "tensor_parallel")):
         check_positive_int(value, label)
-    if not isinstance(flash_attention, bool):
-        raise TypeError(f"flash_attention must be a bool, got {type(flash_attention).__name__}")
+    for value, label in ((flash_attention, "flash_attention"), (dropout, "dropout")):
+        if not isinstance(value, bool):
+            raise TypeError(f"{label} must be a bool, got {type(value).__name__}")
     s, b, h, a, t = seq_len, micro_batch, shape.d_model, shape.n_heads, tensor_parallel
     # 10 sbh stay whole on every device (both LayerNorms' inputs, the inputs of the QKV and first MLP
-    # matmuls, the two residual dropout masks); the other 24 sbh are split by heads or hidden units
-    linear = s * b * h * (10 + 24 / t)
-    scores = 0 if flash_attention else 5 * a * s * s * b / t  # softmax output 2, its dropout mask 1, output 2
+    # matmuls, the two 1-byte residual dropout masks); the other 24 sbh are split by heads or hidden units
+    whole = 10 if dropout else 8  # without dropout there are no residual dropout masks
+    linear = s * b * h * (whole + 24 / t)
+    # per score: softmax output 2 bytes, plus (with dropout) its 1-byte mask and the dropout's 2-byte output
+    bytes_per_score = 5 if dropout else 2
+    scores = 0 if flash_attention else bytes_per_score * a * s * s * b / t
     return shape.n_layers * (linear + scores)
 
 
 def training_memory_per_device(model: int | TrainingShape, *, strategy: str = "dp", n_devices: int = 1,
                                weight_bytes: float = 2, grad_bytes: float = 2,
                                optimizer_bytes_per_param: float = 12, seq_len: int | None = None,
-                               micro_batch: int = 1, flash_attention: bool = False) -> TrainingMemory:
+                               micro_batch: int = 1, flash_attention: bool = False,
+                               dropout: bool = True) -> TrainingMemory:
     """Bytes per device of weights, gradients, optimizer states and (given ``seq_len``) activations.
 
     ``model`` is a parameter count Ψ (model states only) or a :class:`TrainingShape`, which tensor
     parallelism and activations need. The byte defaults are mixed-precision Adam; pass ``**FP32_ADAM``
-    for plain fp32 training.
+    for plain fp32 training. ``flash_attention`` and ``dropout`` go to :func:`activation_bytes`: the
+    default ``dropout=True`` is Korthikanti et al.'s GPT block; pass ``dropout=False`` for a model trained
+    without dropout (Llama, the book's models), whose activations are much smaller at long sequences.
     """
     check_choice(strategy, "strategy", STRATEGIES)
     check_positive_int(n_devices, "n_devices")
@@ -170,7 +189,7 @@ def training_memory_per_device(model: int | TrainingShape, *, strategy: str = "d
     activations = 0.0
     if seq_len is not None:
         activations = activation_bytes(shape, seq_len, micro_batch, flash_attention=flash_attention,
-                                       tensor_parallel=n_devices if strategy == "tp" else 1)
+                                       dropout=dropout, tensor_parallel=n_devices if strategy == "tp" else 1)
     return TrainingMemory(*parts, activations=activations)
 
 

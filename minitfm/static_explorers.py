@@ -311,7 +311,7 @@ def static_sampling_explorer(logits=None, labels=None, history=None, *, temperat
     return StaticExplorer("sampling", "Sampling: temperature, top-k, top-p, repetition penalty", spec)
 
 
-SCALE_ACTIVATIONS = ("not counted", "stored s×s attention", "FlashAttention")  # None, eq. 1/2, eq. 1/2 without 5as/h
+SCALE_ACTIVATIONS = ("not counted", "stored s×s attention", "FlashAttention")  # None, eq. 1/2, eq. 1/2 without s×s
 
 
 def _default_scale_models():
@@ -322,7 +322,7 @@ def _default_scale_models():
             training_shape("Llama-2-7B"), training_shape("Llama-2-70B")]
 
 
-def _scale_grid(models, device_counts, seq_lens, micro_batches):
+def _scale_grid(models, device_counts, seq_lens, micro_batches, dropout):
     """GB per device: states (M, St, 3, N) weights/grads/Adam and activations (M, A, S, Bm, St, N); NaN = impossible."""
     from .scale import GB, STRATEGIES, tensor_parallel_problem, training_memory_per_device
 
@@ -341,7 +341,7 @@ def _scale_grid(models, device_counts, seq_lens, micro_batches):
                 enumerate((False, True), start=1), enumerate(seq_lens), enumerate(micro_batches)):
             acts[m, a, s, b, st, d] = training_memory_per_device(
                 shape, strategy=strategy, n_devices=n, seq_len=seq_len, micro_batch=batch,
-                flash_attention=flash).activations / GB
+                flash_attention=flash, dropout=dropout).activations / GB
     return states, acts
 
 
@@ -399,12 +399,14 @@ def _scale_views(line_titles, device_gb, batch) -> list:
 
 def static_scale_explorer(models=None, *, device_counts=tuple(2 ** i for i in range(11)),
                           seq_lens=(1024, 2048, 4096, 8192), micro_batches=(1,),
-                          device_gb: float = 80.0) -> StaticExplorer:
+                          device_gb: float = 80.0, dropout: bool = False) -> StaticExplorer:
     """Model, strategy (DP, ZeRO-1/2/3, tensor parallel), devices, activations -> training memory per device.
 
     ``models``: :class:`minitfm.scale.TrainingShape` objects (default: the book's small LM, Llama-2-7B and
     Llama-2-70B). Mixed-precision Adam; activations by Korthikanti et al. (see :mod:`minitfm.scale`). A
     micro-batch control appears only with several ``micro_batches`` (each one multiplies the readouts).
+    ``dropout``: whether the models train with dropout (Korthikanti et al.'s GPT count, with dropout masks);
+    the default models do not (Llama, and the book's models with ``dropout=0.0``), hence the default False.
     """
     from .scale import TrainingShape
 
@@ -417,7 +419,9 @@ def static_scale_explorer(models=None, *, device_counts=tuple(2 ** i for i in ra
         for v in values:
             check_positive_int(v, f"each of {name}")
     check_number(device_gb, "device_gb", low=0, low_open=True)
-    states, acts = _scale_grid(models, device_counts, seq_lens, micro_batches)
+    if not isinstance(dropout, bool):
+        raise TypeError(f"dropout must be a bool, got {type(dropout).__name__}")
+    states, acts = _scale_grid(models, device_counts, seq_lens, micro_batches, dropout)
     cumulative = states.cumsum(2)  # weights, + gradients, + Adam: lines whose gaps are the parts
     totals = cumulative[:, None, None, None, :, 2] + acts  # (M, St, N) -> (M, A, S, Bm, St, N)
     # the device's capacity as a flat line, left out (NaN) for a model that never comes near it, so that the
@@ -446,6 +450,7 @@ def static_scale_explorer(models=None, *, device_counts=tuple(2 ** i for i in ra
         "views": _scale_views(line_titles, device_gb, "batch" if several else 0),
         "readouts": _scale_readouts(models, device_counts, states, acts, totals, device_gb, act_keys, act_sizes),
         "hint": ("mixed-precision Adam, 2 + 2 + 12 bytes per parameter (Rajbhandari et al. 2020); activations of "
-                 f"{per_device} per device, fp16, no recomputation (Korthikanti et al. 2023)"),
+                 f"{per_device} per device, fp16, {'with' if dropout else 'no'} dropout, no recomputation "
+                 "(Korthikanti et al. 2023)"),
     }
     return StaticExplorer("scale", "Training memory per device: data parallel, ZeRO, tensor parallel", spec)

@@ -76,6 +76,44 @@ def test_activations_equal_the_papers_itemised_sum():
     assert activation_bytes(LLAMA_7B, s, b) == L * (attention + mlp + norms)
 
 
+def test_activations_without_dropout_by_hand():
+    # No dropout: no 1-byte masks (two residual ones, one on the attention weights) and no dropout output, so
+    # s b h (32 + 2 a s / h) per layer on one device and s b h (8 + 24/t + 2 a s / (h t)) with tensor parallelism.
+    shape = TrainingShape("tiny", n_params=1000, n_layers=3, d_model=8, n_heads=2, n_kv_heads=2)
+    s, b = 4, 2  # s b h = 64, 2 a s / h = 2
+    assert activation_bytes(shape, s, b, dropout=False) == 3 * 64 * (32 + 2) == 6528
+    assert activation_bytes(shape, s, b, tensor_parallel=2, dropout=False) == 3 * 64 * (8 + 12 + 1) == 4032
+    assert activation_bytes(shape, s, b, flash_attention=True, dropout=False) == 3 * 64 * 32 == 6144
+    assert activation_bytes(shape, s, b) == activation_bytes(shape, s, b, dropout=True) == 7488  # the default: GPT
+
+
+def test_activations_without_dropout_equal_the_itemised_sum():
+    # section 4.1's items without the three dropout entries: the value product reads the softmax output itself
+    s, b, h, a, L = 4096, 1, LLAMA_7B.d_model, LLAMA_7B.n_heads, LLAMA_7B.n_layers
+    # QKV input, Q and K, softmax output, V, out-proj input
+    attention = 2 * s * b * h + 2 * 2 * s * b * h + 2 * a * s * s * b + 2 * s * b * h + 2 * s * b * h
+    mlp = 2 * s * b * h + 8 * s * b * h + 8 * s * b * h  # input, GeLU input and output (4h)
+    norms = 2 * 2 * s * b * h
+    assert activation_bytes(LLAMA_7B, s, b, dropout=False) == L * (attention + mlp + norms) == 51_539_607_552
+    # Llama-2-7B at 4,096 tokens: about 52 GB without dropout against about 104 GB with it
+    assert round(activation_bytes(LLAMA_7B, s, b) / GB, 1) == 104.2
+    assert round(activation_bytes(LLAMA_7B, s, b, dropout=False) / GB, 1) == 51.5
+
+
+def test_dropout_flag_decides_whether_zero3_fits_llama_on_80_gb():
+    kwargs = dict(strategy="zero3", n_devices=8, seq_len=4096)
+    gpt_count = training_memory_per_device(LLAMA_7B, **kwargs)  # dropout=True, the default
+    llama = training_memory_per_device(LLAMA_7B, **kwargs, dropout=False)
+    assert llama.model_states == gpt_count.model_states == 16 * LLAMA_7B.n_params / 8
+    assert llama.activations == activation_bytes(LLAMA_7B, 4096, dropout=False)
+    assert gpt_count.activations > 80 * GB > llama.total  # 104 GB of activations alone; about 65 GB in all
+    assert round(llama.total / GB) == 65
+    flash = [training_memory_per_device(LLAMA_7B, **kwargs, flash_attention=True, dropout=d) for d in (True, False)]
+    assert flash[0].activations - flash[1].activations == LLAMA_7B.n_layers * 2 * 4096 * LLAMA_7B.d_model  # 2 masks
+    tp = training_memory_per_device(LLAMA_7B, strategy="tp", n_devices=8, seq_len=4096, dropout=False)
+    assert tp.activations == activation_bytes(LLAMA_7B, 4096, tensor_parallel=8, dropout=False)
+
+
 def test_zero_keeps_activations_and_tensor_parallelism_splits_them():
     kwargs = dict(n_devices=8, seq_len=4096, micro_batch=2)
     dp = training_memory_per_device(LLAMA_7B, strategy="dp", **kwargs)
@@ -153,5 +191,7 @@ def test_bad_input_gives_clear_errors():
         training_shape(7_000_000_000)
     with pytest.raises(TypeError, match="flash_attention must be a bool"):
         activation_bytes(LLAMA_7B, 128, flash_attention="yes")
+    with pytest.raises(TypeError, match="dropout must be a bool, got float"):
+        training_memory_per_device(LLAMA_7B, seq_len=128, dropout=0.1)
     with pytest.raises(ValueError, match="n_heads must be >= 1"):
         TrainingShape("broken", 10, 1, 8, 0, 1)

@@ -112,17 +112,25 @@ def test_scale_explorer_embeds_what_minitfm_scale_computes():
             assert close(arrays["states"][1, st, 2, d], states.model_states)
             assert close(arrays["bar_states"][1, d, 1, st], states.gradients)
             flash = training_memory_per_device(llama, strategy=strategy, n_devices=n, seq_len=4096, micro_batch=2,
-                                               flash_attention=True)
+                                               flash_attention=True, dropout=False)  # Llama trains without dropout
             assert close(arrays["total"][1, 2, 1, 1, st, d], flash.total)  # [model, act, seq, batch, strategy, N]
             assert close(arrays["bar_acts"][1, 2, 1, 1, d, st], flash.activations)
             assert close(arrays["total"][1, 0, 1, 1, st, d], states.total)  # activations "not counted"
     zero3 = _readout(spec, 0, model=1, strategy=3, devices=2)
     assert zero3 == "ZeRO-3 on 64 devices: weights 0.2, gradients 0.2, Adam 1.3 GB"
-    stored = training_memory_per_device(llama, strategy="zero3", n_devices=64, seq_len=4096, micro_batch=2)
+    stored = training_memory_per_device(llama, strategy="zero3", n_devices=64, seq_len=4096, micro_batch=2,
+                                        dropout=False)
     assert _readout(spec, 1, model=1, strategy=3, devices=2, act=1, seq=1, batch=1) == \
         f"activations {stored.activations / GB:.1f} GB, {stored.total / GB:.1f} GB per device: over 80 GB"
     assert _readout(spec, 1, model=1, strategy=3, devices=2, act=2, seq=0).endswith("per device: fits in 80 GB")
     assert torch.isnan(arrays["capacity"][0]).all() and (arrays["capacity"][1] == 80).all()  # small LM: off scale
+    # dropout=True counts Korthikanti et al.'s GPT block (dropout masks and output) instead
+    gpt = se.decode_spec(se.static_scale_explorer([llama], device_counts=(8,), seq_lens=(4096,), dropout=True).html)
+    with_dropout = training_memory_per_device(llama, strategy="zero3", n_devices=8, seq_len=4096)
+    without = training_memory_per_device(llama, strategy="zero3", n_devices=8, seq_len=4096, dropout=False)
+    assert close(gpt["arrays"]["total"][0, 1, 0, 0, 3, 0], with_dropout.total)
+    assert close(arrays["total"][1, 1, 1, 0, 3, 1], without.total) and without.total < with_dropout.total
+    assert "no dropout" in spec["hint"] and "with dropout" in gpt["hint"]
 
 
 def test_bad_input_gives_clear_errors():
@@ -138,6 +146,8 @@ def test_bad_input_gives_clear_errors():
         se.static_scale_explorer(["Llama-2-7B"])
     with pytest.raises(ValueError, match="seq_lens must not be empty"):
         se.static_scale_explorer(seq_lens=())
+    with pytest.raises(TypeError, match="dropout must be a bool, got float"):
+        se.static_scale_explorer(dropout=0.1)
     with pytest.raises(ValueError, match="no minitfm explorer data"):
         se.decode_spec("<div></div>")
 
