@@ -1,243 +1,370 @@
 """Diagrams of the book's concepts, drawn by matplotlib code (no image files, no network).
 
-Glossary: B batch, T length (T_max a KV cache's capacity), S source length, D d_model, H heads,
-Dh = D / H head dimension, d_k the key (and query) width of one attention, V vocab_size, N blocks.
+Glossary: B batch, T length (T_max a KV cache's capacity, P a prompt's length), S source length,
+D d_model, H heads, Dh = D / H head dimension, d_k and d_v the key and value widths of one attention,
+V vocab_size, N blocks.
 
 Each function returns a ``matplotlib.figure.Figure`` that is open in pyplot, so a notebook shows it with
 ``fig = minitfm.diagrams.attention_diagram()`` then ``plt.show()``; elsewhere ``plt.close(fig)`` when done.
-The drawings are deterministic and use matplotlib's default font only.
+The drawings are deterministic, take a fraction of a second and use matplotlib's default font only.
 
-Style: one canvas measured in inches (x right, y up), rounded boxes whose fill names the kind of step
-(Okabe-Ito colours, safe for colour-blind readers, and every box is also labelled in words), arrows for
-data flow. Mask cells carry "T"/"F" and a hatch as well as a colour, so they read in greyscale.
+Style, shared by all six: one canvas measured in inches (x to the right, y up); rounded boxes whose fill
+names the kind of step (Okabe-Ito hues, safe for colour-blind readers, and every box also says what it
+is in words); arrows for data flow; grey for tensors. Mask cells say "T" or "F" and hidden ones are
+hatched, heads differ by hatch as well as colour, so every figure also reads in greyscale.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
+from matplotlib.path import Path
 
-FONT = 10
-# Okabe-Ito hues, lightened for fills (text stays black on them); edges in the full hue.
+FONT = 10  # labels; captions use FONT - 1, titles FONT + 2
+INK = "#333333"
+# kind -> (fill, edge): Okabe-Ito hues, the fills lightened so that black text stays readable on them.
 KINDS = {
     "tensor": ("#F2F2F2", "#555555"),
-    "linear": ("#CFE8F7", "#0072B2"),  # projections: q_proj, k_proj, v_proj, out_proj, lm_head
+    "linear": ("#CFE8F7", "#0072B2"),  # q_proj, k_proj, v_proj, out_proj, lm_head
     "attention": ("#FBE3B5", "#B57A00"),
     "norm": ("#C6EBDD", "#007A5A"),
     "ffn": ("#F3D7E7", "#A8568A"),
-    "cache": ("#D9D2F0", "#5A4A9C"),
     "embed": ("#FDF3C0", "#9C8A00"),
+    "cache": ("#D9D2F0", "#5A4A9C"),
 }
-HEAD_COLOURS = ["#E69F00", "#56B4E9", "#009E73", "#CC79A7"]  # one per head
-HEAD_HATCHES = ["", "//", "..", "xx"]  # so heads differ in greyscale too
+HEAD_COLOURS = ["#E69F00", "#56B4E9", "#009E73", "#CC79A7"]
+HEAD_HATCHES = ["", "//", "..", "xx"]  # so that heads differ in greyscale too
 
 
-def _canvas(width: float, height: float, title: str | None = None):
-    """A figure whose single, axis-free Axes is measured in inches from the bottom-left corner."""
+def _canvas(width: float, height: float, title: str):
+    """A pyplot figure whose one axis-free Axes is measured in inches from the bottom-left corner."""
     fig = plt.figure(figsize=(width, height))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, width)
     ax.set_ylim(0, height)
     ax.set_axis_off()
-    if title:
-        ax.text(width / 2, height - 0.2, title, ha="center", va="top", fontsize=FONT + 2, weight="bold")
+    ax.text(width / 2, height - 0.15, title, ha="center", va="top", fontsize=FONT + 2, weight="bold")
     return fig, ax
 
 
-def _box(ax, x, y, w, h, text, kind="tensor", fontsize=FONT, **text_kw):
+def _box(ax, x, y, w, h, text, kind="tensor", fontsize=FONT):
     """A rounded box centred at (x, y), filled by ``kind``, with centred ``text``."""
     face, edge = KINDS[kind]
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.08",
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.06",
                                 facecolor=face, edgecolor=edge, linewidth=1.3))
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **text_kw)
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 
 
-def _arrow(ax, start, end, label=None, label_side="above", dashed=False, fontsize=FONT - 1, colour="#333333"):
-    """An arrow from ``start`` to ``end`` (points in inches), optionally labelled at its middle."""
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
-                                 linewidth=1.2, linestyle="--" if dashed else "-", shrinkA=0, shrinkB=0))
+def _note(ax, x, y, text, ha="center", va="top", **kw):
+    """A caption in the smaller font."""
+    ax.text(x, y, text, ha=ha, va=va, fontsize=FONT - 1, **kw)
+
+
+def _arrow(ax, *points, label=None, at=0, dx=0.0, dy=0.08, ha="center", va="bottom", dashed=False, head=True):
+    """An arrow through ``points`` (inches; two or more, joined by straight segments) ending at the last;
+    ``label`` sits by the middle of segment ``at``, shifted by (dx, dy)."""
+    path = Path(points, [Path.MOVETO] + [Path.LINETO] * (len(points) - 1))
+    ax.add_patch(FancyArrowPatch(path=path, arrowstyle="-|>" if head else "-", mutation_scale=12, color=INK,
+                                 linewidth=1.2, linestyle="--" if dashed else "-"))
     if label:
-        mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
-        offset = {"above": (0, 0.08, "bottom"), "below": (0, -0.08, "top")}[label_side]
-        ax.text(mx + offset[0], my + offset[1], label, ha="center", va=offset[2], fontsize=fontsize)
+        (x0, y0), (x1, y1) = points[at], points[at + 1]
+        ax.text((x0 + x1) / 2 + dx, (y0 + y1) / 2 + dy, label, ha=ha, va=va, fontsize=FONT - 1)
 
 
-def _grid(ax, x0, y0, cell, rows, cols, values=None, shade=None, fontsize=FONT - 1):
-    """A rows x cols grid with its top-left corner at (x0, y0). ``values[i][j]`` True/False draws a mask
-    cell (filled + "T", or hatched + "F"); ``shade[i][j]`` in [0, 1] draws a grey level instead."""
-    for i in range(rows):
-        for j in range(cols):
-            x, y = x0 + j * cell, y0 - (i + 1) * cell
+def _cell(ax, x, y, size, allowed=None, face="white", hatch=None, text=None, colour="black", boxed=False):
+    """One square cell with its bottom-left corner at (x, y). ``allowed`` True/False draws a mask cell:
+    filled with "T", or white, hatched, with "F". ``boxed`` puts the text on white, above a hatch."""
+    if allowed is not None:
+        face, hatch, text, colour = ("#0072B2", None, "T", "white") if allowed else ("white", "///", "F", "black")
+        boxed = not allowed
+    ax.add_patch(Rectangle((x, y), size, size, facecolor=face, edgecolor=INK, hatch=hatch, linewidth=0.8))
+    if text:
+        ax.text(x + size / 2, y + size / 2, text, ha="center", va="center", fontsize=FONT - 1, color=colour,
+                weight="bold" if allowed is not None else "normal",
+                bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none"} if boxed else None)
+
+
+def _grid(ax, x0, top, size, values=None, shade=None):
+    """A grid with its top-left corner at (x0, top): ``values`` (rows of True/False) draws mask cells,
+    ``shade`` (rows of numbers in [0, 1]) draws orange levels, as a heatmap would."""
+    rows = values if values is not None else shade
+    for i, row in enumerate(rows):
+        for j, value in enumerate(row):
+            x, y = x0 + j * size, top - (i + 1) * size
             if values is not None:
-                allowed = bool(values[i][j])
-                ax.add_patch(Rectangle((x, y), cell, cell, facecolor="#0072B2" if allowed else "white",
-                                       edgecolor="#333333", hatch=None if allowed else "///", linewidth=0.8))
-                ax.text(x + cell / 2, y + cell / 2, "T" if allowed else "F", ha="center", va="center",
-                        fontsize=fontsize, color="white" if allowed else "black", weight="bold")
+                _cell(ax, x, y, size, allowed=bool(value))
             else:
-                level = 0.0 if shade is None else shade[i][j]
-                ax.add_patch(Rectangle((x, y), cell, cell, facecolor=plt.cm.Oranges(0.1 + 0.8 * level),
-                                       edgecolor="#333333", linewidth=0.8))
+                _cell(ax, x, y, size, face=plt.cm.Oranges(0.08 + 0.75 * value))
 
 
-def _plus(ax, x, y, r=0.14):
+def _index_labels(ax, x0, top, size, n_rows, n_cols):
+    """Row numbers left of a grid and column numbers above it."""
+    for i in range(n_rows):
+        _note(ax, x0 - 0.06, top - (i + 0.5) * size, str(i), ha="right", va="center")
+    for j in range(n_cols):
+        _note(ax, x0 + (j + 0.5) * size, top + 0.04, str(j), va="bottom")
+
+
+def _frame(ax, x, y, w, h):
+    """A dashed frame (bottom-left corner at (x, y)) around steps that repeat, such as a block."""
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=0.1", fill=False,
+                                linestyle="--", edgecolor="#777777"))
+
+
+def _plus(ax, x, y, r=0.13):
     """A residual addition: a circle with a plus."""
-    ax.add_patch(Circle((x, y), r, facecolor="white", edgecolor="#333333", linewidth=1.2))
-    ax.text(x, y, "+", ha="center", va="center", fontsize=FONT + 2)
+    ax.add_patch(Circle((x, y), r, facecolor="white", edgecolor=INK, linewidth=1.2))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=FONT + 1)
 
 
 def attention_diagram():
-    """Scaled dot-product attention: X -> Q, K, V -> scores Q K^T / sqrt(d_k) (T, T) -> softmax per row
-    -> weights @ V -> output, with the shape of every tensor."""
-    fig, ax = _canvas(10, 4.6, "Scaled dot-product attention (one head)")
-    _box(ax, 0.6, 2.3, 0.95, 0.7, "X\n(T, D)")
-    for y, name, out in ((3.5, "q_proj", "Q  (T, d_k)"), (2.3, "k_proj", "K  (T, d_k)"), (1.0, "v_proj", "V  (T, d_v)")):
-        _arrow(ax, (1.08, 2.3), (1.75, y))
-        _box(ax, 2.3, y, 1.1, 0.5, name, "linear")
-        _arrow(ax, (2.85, y), (3.2, y))
-        _box(ax, 3.85, y, 1.3, 0.5, out)
-    cell, rows = 0.28, 4
-    _grid(ax, 5.0, 3.55, cell, rows, rows, shade=[[(i * 3 + j * 5) % 7 / 6 for j in range(rows)] for i in range(rows)])
-    ax.text(5.56, 3.62, r"scores = $QK^\top/\sqrt{d_k}$", ha="center", va="bottom", fontsize=FONT)
-    ax.text(5.56, 2.35, "(T, T): row = query,\ncolumn = key", ha="center", va="top", fontsize=FONT - 1)
-    _arrow(ax, (4.5, 3.5), (4.95, 3.2))
-    _arrow(ax, (4.5, 2.3), (4.95, 2.8), r"$K^\top$", "below")
-    _arrow(ax, (6.2, 3.0), (7.3, 3.0), "softmax\n(each row)")
-    _grid(ax, 7.4, 3.55, cell, rows, rows, shade=[[1.0 if j == (i + 1) % rows else 0.2 for j in range(rows)] for i in range(rows)])
-    ax.text(7.96, 3.62, "weights", ha="center", va="bottom", fontsize=FONT)
-    ax.text(7.96, 2.35, "(T, T): each row\nsums to 1", ha="center", va="top", fontsize=FONT - 1)
-    _arrow(ax, (4.5, 1.0), (7.35, 1.0))
-    _arrow(ax, (7.96, 1.75), (7.96, 1.3))
-    _box(ax, 7.96, 1.0, 1.2, 0.5, "weights @ V", "attention")
-    _arrow(ax, (8.56, 1.0), (8.95, 1.0))
-    _box(ax, 9.45, 1.0, 0.95, 0.7, "output\n(T, d_v)")
+    """Scaled dot-product attention, one head: X (T, D) -> q_proj, k_proj, v_proj -> Q, K (T, d_k) and
+    V (T, d_v) -> scores Q K^T / sqrt(d_k) (T, T) -> softmax of each row -> weights (T, T) -> weights @ V
+    -> output (T, d_v). The grids are illustrations, not computed values."""
+    fig, ax = _canvas(10, 4.4, "Scaled dot-product attention (one head)")
+    _box(ax, 0.55, 2.3, 0.9, 0.7, "X\n(T, D)")
+    for y, proj, name in ((3.3, "q_proj", "Q  (T, d_k)"), (2.3, "k_proj", "K  (T, d_k)"),
+                          (0.9, "v_proj", "V  (T, d_v)")):
+        _arrow(ax, (1.0, 2.3), (1.375, y))
+        _box(ax, 1.85, y, 0.95, 0.45, proj, "linear")
+        _arrow(ax, (2.325, y), (2.625, y))
+        _box(ax, 3.2, y, 1.15, 0.45, name)
+    _box(ax, 4.75, 2.8, 1.25, 0.6, r"$QK^\top/\sqrt{d_k}$", "attention")
+    _arrow(ax, (3.775, 3.3), (4.125, 3.0))
+    _arrow(ax, (3.775, 2.3), (4.125, 2.6))
+    size, n = 0.26, 4
+    _grid(ax, 5.7, 2.8 + 2 * size, size, shade=[[(3 * i + 5 * j) % 7 / 6 for j in range(n)] for i in range(n)])
+    _note(ax, 6.22, 2.8 + 2 * size + 0.06, "scores (T, T)", va="bottom")
+    _note(ax, 6.22, 2.8 - 2 * size - 0.06, "row = query,\ncolumn = key")
+    _arrow(ax, (5.375, 2.8), (5.7, 2.8))
+    _box(ax, 7.5, 2.8, 0.95, 0.6, "softmax\n(each row)", "attention")
+    _note(ax, 7.5, 2.4, "a mask sets hidden\nscores to -inf\nbefore the softmax")
+    _arrow(ax, (6.74, 2.8), (7.025, 2.8))
+    _arrow(ax, (7.975, 2.8), (8.3, 2.8))
+    _grid(ax, 8.3, 2.8 + 2 * size, size, shade=[[0.9 if j == (i + 1) % n else 0.2 for j in range(n)] for i in range(n)])
+    _note(ax, 8.82, 2.8 + 2 * size + 0.06, "weights (T, T)", va="bottom")
+    _note(ax, 8.82, 2.8 - 2 * size - 0.06, "each row\nsums to 1")
+    _arrow(ax, (3.775, 0.9), (6.9, 0.9))
+    _arrow(ax, (8.82, 1.88), (8.82, 1.6), (7.5, 1.6), (7.5, 1.125))
+    _box(ax, 7.5, 0.9, 1.2, 0.45, "weights @ V", "attention")
+    _arrow(ax, (8.1, 0.9), (8.7, 0.9))
+    _box(ax, 9.25, 0.9, 1.0, 0.7, "output\n(T, d_v)")
     return fig
 
 
 def mask_diagram():
-    """Boolean masks (True = may attend): a padding mask (B, 1, 1, T), a causal mask (1, T, T) and their
-    logical and (B, 1, T, T), shown for a batch of two sequences whose first ends in two pads."""
-    fig, ax = _canvas(10, 4.4, "Masks: True = may attend, False = hidden")
+    """Boolean masks, True = may attend: a padding mask (B, 1, 1, T) for a batch of two whose first
+    sequence ends in two pads, a causal mask (1, T, T), and their logical and, which broadcasts to
+    (B, 1, T, T) (shown for sequence 0)."""
+    fig, ax = _canvas(10, 4.1, "Masks: True (T) = may attend, False (F) = hidden")
     tokens = [["the", "cat", "sat", "<pad>", "<pad>"], ["a", "dog", "ran", "far", "off"]]
-    pad = [[tok != "<pad>" for tok in seq] for seq in tokens]
-    t, cell = 5, 0.36
-    ax.text(1.5, 3.75, "padding mask (B, 1, 1, T)", ha="center", fontsize=FONT)
-    _grid(ax, 0.6, 3.2, cell, 2, t, values=pad)
+    pad = [[token != "<pad>" for token in seq] for seq in tokens]
+    t, size, top = 5, 0.38, 3.05
+    ax.text(1.6, top + 0.4, "padding mask (B, 1, 1, T)", ha="center", fontsize=FONT)
+    _grid(ax, 0.65, top - 0.8, size, values=pad)
+    _index_labels(ax, 0.65, top - 0.8, size, 0, t)
     for b, seq in enumerate(tokens):
-        ax.text(0.55, 3.2 - (b + 0.5) * cell, f"seq {b}", ha="right", va="center", fontsize=FONT - 1)
-        ax.text(0.6 + 2.5 * cell, 3.2 - 2 * cell - 0.1 - 0.22 * b, " ".join(seq), ha="center", va="top",
-                fontsize=FONT - 1)
-    ax.text(3.0, 2.5, "&", ha="center", va="center", fontsize=FONT + 8)
-    ax.text(4.45, 3.75, "causal mask (1, T, T)", ha="center", fontsize=FONT)
-    _grid(ax, 3.55, 3.55, cell, t, t, values=[[j <= i for j in range(t)] for i in range(t)])
-    ax.text(4.45, 1.55, "row = query, column = key", ha="center", va="top", fontsize=FONT - 1)
-    ax.text(6.0, 2.5, "=", ha="center", va="center", fontsize=FONT + 8)
-    ax.text(7.5, 3.75, "combined (B, 1, T, T), seq 0", ha="center", fontsize=FONT)
-    _grid(ax, 6.6, 3.55, cell, t, t, values=[[j <= i and pad[0][j] for j in range(t)] for i in range(t)])
-    ax.text(7.5, 1.55, "no query sees the future\nor a pad", ha="center", va="top", fontsize=FONT - 1)
+        _note(ax, 0.58, top - 0.8 - (b + 0.5) * size, f"seq {b}", ha="right", va="center")
+        _note(ax, 1.6, top - 0.9 - 2 * size - 0.25 * b, f"seq {b}: " + " ".join(seq))
+    ax.text(3.1, top - 2.5 * size, "&", ha="center", va="center", fontsize=FONT + 8)
+    for x0, title, values in ((3.75, "causal mask (1, T, T)", [[j <= i for j in range(t)] for i in range(t)]),
+                              (6.95, "combined (B, 1, T, T), seq 0", [[j <= i and pad[0][j] for j in range(t)]
+                                                                     for i in range(t)])):
+        ax.text(x0 + t * size / 2, top + 0.4, title, ha="center", fontsize=FONT)
+        _grid(ax, x0, top, size, values=values)
+        _index_labels(ax, x0, top, size, t, t)
+        _note(ax, x0 + t * size / 2, top - t * size - 0.08, "row = query i, column = key j")
+    ax.text(6.3, top - 2.5 * size, "=", ha="center", va="center", fontsize=FONT + 8)
+    _note(ax, 5.0, top - 2.4, "Broadcasting: (B, 1, 1, T) & (1, T, T) → (B, 1, T, T). Each sequence's pad pattern is "
+          "repeated for every query,\nthe causal triangle for every sequence. A hidden (F) score becomes -inf "
+          "before the softmax, so its weight is 0.")
     return fig
+
+
+def _head_bar(ax, x, y, width, height, split, label):
+    """A (T, D) matrix drawn as a bar of H column blocks: coloured per head when ``split``, else grey."""
+    for i in range(len(HEAD_COLOURS)):
+        ax.add_patch(Rectangle((x + i * width, y - height / 2), width, height, linewidth=0.8, edgecolor=INK,
+                               facecolor=HEAD_COLOURS[i] if split else "#BBBBBB",
+                               hatch=HEAD_HATCHES[i] if split else None))
+    _note(ax, x + 2 * width, y - height / 2 - 0.1, label)
+
+
+def _head_stack(ax, x, width, ys, height, label):
+    """(B, H, T, Dh): one (T, Dh) block per head, stacked, each in its head's colour and hatch."""
+    for i, y in enumerate(ys):
+        ax.add_patch(Rectangle((x, y - height / 2), width, height, facecolor=HEAD_COLOURS[i], linewidth=0.8,
+                               hatch=HEAD_HATCHES[i], edgecolor=INK))
+    _note(ax, x + width / 2, ys[-1] - height / 2 - 0.1, label)
 
 
 def head_split_diagram():
-    """Multi-head attention's reshapes: (B, T, D) -> view (B, T, H, Dh) -> transpose (B, H, T, Dh) ->
-    attention per head -> transpose back and merge (B, T, D) -> out_proj (W_O), which mixes the heads."""
-    fig, ax = _canvas(10, 4.6, "Splitting into heads and merging them (H = 4)")
-    h, dh, tall = 4, 0.3, 0.9
-
-    def bar(x, y, split, label):
-        for i in range(h):
-            face = HEAD_COLOURS[i] if split else "#BBBBBB"
-            ax.add_patch(Rectangle((x + i * dh, y - tall / 2), dh, tall, facecolor=face, edgecolor="#333333",
-                                   hatch=HEAD_HATCHES[i] if split else None, linewidth=0.8))
-        ax.text(x + h * dh / 2, y - tall / 2 - 0.1, label, ha="center", va="top", fontsize=FONT - 1)
-
-    bar(0.3, 2.6, False, "q = q_proj(x)\n(B, T, D)")
-    _arrow(ax, (1.55, 2.6), (2.05, 2.6), "view")
-    bar(2.1, 2.6, True, "(B, T, H, Dh)")
-    _arrow(ax, (3.35, 2.6), (3.85, 2.6), "transpose(1, 2)")
-    for i in range(h):
-        y = 3.5 - i * 0.6
-        ax.add_patch(Rectangle((4.0, y - 0.22), dh, 0.44, facecolor=HEAD_COLOURS[i], hatch=HEAD_HATCHES[i],
-                               edgecolor="#333333", linewidth=0.8))
-        ax.text(3.95, y, f"head {i}", ha="right", va="center", fontsize=FONT - 1)
-        _arrow(ax, (4.35, y), (4.85, y))
-    ax.text(4.15, 1.3, "(B, H, T, Dh)", ha="center", va="top", fontsize=FONT - 1)
-    _box(ax, 5.6, 2.6, 1.4, 2.4, "attention\nper head:\neach head\nhas its own\n(T, T) weights", "attention")
-    _arrow(ax, (6.35, 2.6), (6.85, 2.6), "transpose,\nmerge")
-    bar(6.9, 2.6, True, "(B, T, D)\nheads side by side")
-    _arrow(ax, (8.15, 2.6), (8.55, 2.6))
-    _box(ax, 9.2, 2.6, 1.1, 0.6, "out_proj\n(W_O)", "linear")
-    ax.text(9.2, 2.1, "(B, T, D): mixes\nthe heads", ha="center", va="top", fontsize=FONT - 1)
+    """Multi-head attention's reshapes, for H = 4: q_proj(x) (B, T, D) -> view (B, T, H, Dh) ->
+    transpose(1, 2) (B, H, T, Dh) -> attention in each head alone -> transpose(1, 2) and reshape back to
+    (B, T, D), the heads side by side -> out_proj (W_O), whose every output mixes all the heads."""
+    fig, ax = _canvas(10, 4.6, "Splitting D into H heads and merging them (H = 4)")
+    w, tall, mid = 0.2, 0.6, 2.3
+    ys = [mid + 1.5 * 0.75 - i * 0.75 for i in range(4)]
+    _head_bar(ax, 0.3, mid, w, tall, False, "q_proj(x)\n(B, T, D)")
+    _note(ax, 0.7, mid + tall / 2 + 0.05, "D", va="bottom")
+    _arrow(ax, (1.15, mid), (1.6, mid), label="view")
+    _head_bar(ax, 1.65, mid, w, tall, True, "(B, T, H, Dh)")
+    _note(ax, 1.75, mid + tall / 2 + 0.05, "Dh", va="bottom")
+    _arrow(ax, (2.5, mid), (3.1, mid), label="transpose\n(1, 2)")
+    _head_stack(ax, 3.2, w, ys, tall, "(B, H, T, Dh)")
+    _box(ax, 4.5, mid, 1.5, 3.0, "", "attention")
+    for i, y in enumerate(ys):
+        _arrow(ax, (3.45, y), (3.7, y))
+        ax.text(4.5, y, f"head {i}\n" + r"softmax$(qk^\top/\sqrt{D_h})\,v$", ha="center", va="center",
+                fontsize=FONT - 1)
+        _arrow(ax, (5.3, y), (5.55, y))
+    _head_stack(ax, 5.6, w, ys, tall, "(B, H, T, Dh)")
+    _arrow(ax, (5.85, mid), (6.75, mid), label="transpose\n(1, 2),\nreshape")
+    _head_bar(ax, 6.8, mid, w, tall, True, "(B, T, D)\nheads side\nby side")
+    _arrow(ax, (7.65, mid), (7.95, mid))
+    _box(ax, 8.4, mid, 0.85, 0.6, "out_proj\n(W_O)", "linear")
+    _arrow(ax, (8.85, mid), (9.05, mid))
+    _head_bar(ax, 9.1, mid, w, tall, False, "(B, T, D)\nheads\nmixed")
+    _note(ax, 5.0, 0.4, "Each head attends alone, with its own (T, T) weights. k = k_proj(x) and v = v_proj(x) "
+          "are split the same way;\nD = H × Dh, so splitting adds no parameters; out_proj mixes what the heads "
+          "found.")
     return fig
 
 
+def _sublayer_stack(ax, x, steps, residuals, y0=0.45, gap=0.58, side=1.1):
+    """Draw ``steps`` ((label, kind); kind None is a residual "+") bottom to top at x, above an input box
+    at y0; each (i, j) in ``residuals`` is a skip path from the arrow into step i to the "+" of step j.
+    Returns the y of each step."""
+    ys = [y0 + 0.15 + gap * (k + 1) for k in range(len(steps))]  # a longer first arrow: room for a branch
+    half = [0.13 if kind is None else 0.19 for _, kind in steps]
+    tops = [y0 + 0.17] + [y + h for y, h in zip(ys, half)]  # where the arrow into each step starts
+    _box(ax, x, y0, 1.05, 0.34, "x (B, T, D)")
+    for k, ((label, kind), y) in enumerate(zip(steps, ys)):
+        _arrow(ax, (x, tops[k]), (x, y - half[k]))
+        _plus(ax, x, y) if kind is None else _box(ax, x, y, 1.6, 0.38, label, kind)
+    for i, j in residuals:
+        yb = tops[i] + 0.12
+        ax.add_patch(Circle((x, yb), 0.035, color=INK))
+        _arrow(ax, (x, yb), (x + side, yb), (x + side, ys[j]), (x + 0.13, ys[j]))
+    return ys
+
+
 def block_diagram():
-    """A Post-LN block (the original paper) beside a Pre-LN block (modern), read bottom to top: where the
-    norm sits, the residual additions, and the final norm that a Pre-LN stack needs."""
-    fig, ax = _canvas(10, 6.0, "Post-LN and Pre-LN blocks (read bottom to top)")
-    post = [("self-attention", "attention"), ("+", None), ("norm", "norm"), ("FFN", "ffn"), ("+", None),
-            ("norm", "norm")]
-    pre = [("norm", "norm"), ("self-attention", "attention"), ("+", None), ("norm", "norm"), ("FFN", "ffn"),
-           ("+", None), ("final_norm", "norm")]
-    for x, steps, title in ((2.5, post, "Post-LN: x = norm(x + sublayer(x))"),
-                            (7.5, pre, "Pre-LN: x = x + sublayer(norm(x))")):
-        ax.text(x, 5.5, title, ha="center", fontsize=FONT)
-        y = 0.5
-        _box(ax, x, y, 1.0, 0.36, "x (B, T, D)")
-        for name, kind in steps:
-            _arrow(ax, (x, y + 0.2), (x, y + 0.38))
-            y += 0.58
-            if kind is None:
-                _plus(ax, x, y)
-            else:
-                _box(ax, x, y, 1.6, 0.4, name, kind)
-        _arrow(ax, (x, y + 0.2), (x, y + 0.45))
-        ax.text(x, y + 0.5, "output", ha="center", va="bottom", fontsize=FONT)
+    """A Post-LN block (the original paper) beside a Pre-LN block (modern), each read bottom to top:
+    Post-LN adds the residual then normalises, x = norm(x + sublayer(x)); Pre-LN normalises the sublayer's
+    input only, x = x + sublayer(norm(x)), and a Pre-LN stack ends with one final_norm."""
+    fig, ax = _canvas(10, 6.0, "Post-LN and Pre-LN blocks (read bottom to top; norm = LayerNorm or RMSNorm)")
+    attn, ffn, norm, add = ("self-attention", "attention"), ("FFN", "ffn"), ("norm", "norm"), ("+", None)
+    columns = ((1.9, [attn, add, norm, ffn, add, norm], [(0, 1), (3, 4)],
+                "no final norm:\nthe last block\nalready ends\nin a norm",
+                "Post-LN (original):  x = norm(x + sublayer(x))"),
+               (6.6, [norm, attn, add, norm, ffn, add, ("final_norm", "norm")], [(0, 2), (3, 5)],
+                "final_norm: the\nresidual sum is\nnever normalised\ninside the blocks",
+                "Pre-LN (modern):  x = x + sublayer(norm(x))"))
+    for x, steps, residuals, note, formula in columns:
+        ys = _sublayer_stack(ax, x, steps, residuals)
+        top = ys[-1] if steps[-1][0] != "final_norm" else ys[-2]
+        _frame(ax, x - 1.0, 0.67, 2.4, top + 0.27 - 0.67)
+        _note(ax, x - 1.07, 0.75, "one block,\nrepeated\nN times", ha="right", va="bottom")
+        _arrow(ax, (x, ys[-1] + 0.19), (x, ys[-1] + 0.45))
+        _note(ax, x, ys[-1] + 0.5, "output (B, T, D)", va="bottom")
+        _note(ax, x + 1.5, ys[-1] + 0.19, note, ha="left")
+        ax.text(x + 0.2, 5.45, formula, ha="center", fontsize=FONT)
+    _note(ax, 5.0, 0.05, "The lines on the right are the residual paths: each sublayer's output is added to its "
+          "input.", va="bottom")
     return fig
 
 
 def encoder_decoder_diagram():
-    """The encoder-decoder Transformer: embeddings scaled by sqrt(d_model) plus positions, N encoder
-    blocks, N decoder blocks that attend to the encoder output, final norm, and the tied output head."""
-    fig, ax = _canvas(10, 6.0, "The encoder-decoder Transformer (read bottom to top)")
-    enc = [("tok_emb x sqrt(D) + positions", "embed"), ("self-attention", "attention"), ("FFN", "ffn"),
-           ("encoder_norm (Pre-LN)", "norm")]
-    dec = [("tok_emb x sqrt(D) + positions", "embed"), ("masked self-attention", "attention"),
-           ("cross-attention", "attention"), ("FFN", "ffn"), ("final_norm (Pre-LN)", "norm"),
-           ("lm_head (tied to tok_emb)", "linear")]
-    for x, steps, bottom, top in ((2.5, enc, "src (B, S)", "memory (B, S, D)"),
-                                  (7.5, dec, "tgt_in (B, T)", "logits (B, T, V)")):
-        y = 0.4
-        _box(ax, x, y, 1.6, 0.36, bottom)
-        for name, kind in steps:
-            _arrow(ax, (x, y + 0.2), (x, y + 0.45))
-            y += 0.7
-            _box(ax, x, y, 2.6, 0.44, name, kind)
-        _arrow(ax, (x, y + 0.24), (x, y + 0.45))
-        _box(ax, x, y + 0.65, 1.8, 0.36, top)
-    _arrow(ax, (3.4, 3.45), (6.2, 2.5), "memory: keys, values")
+    """The encoder-decoder Transformer, read bottom to top: tok_emb x sqrt(D) + positions; N encoder blocks
+    (self-attention, FFN) -> encoder_norm -> memory (B, S, D); N decoder blocks (masked self-attention,
+    cross-attention whose keys and values come from memory, FFN) -> final_norm -> lm_head, tied to tok_emb,
+    -> logits (B, T, V). The norms after the stacks exist in Pre-LN models only."""
+    fig, ax = _canvas(10, 6.2, "The encoder-decoder Transformer (read bottom to top)")
+    enc = [("tok_emb(src) × sqrt(d_model)\n+ positions → (B, S, D)", "embed"),
+           ("self-attention (padding mask)", "attention"), ("FFN", "ffn"), ("encoder_norm (Pre-LN only)", "norm"),
+           ("memory (B, S, D)", "tensor")]
+    dec = [("tok_emb(tgt_in) × sqrt(d_model)\n+ positions → (B, T, D)", "embed"),
+           ("masked self-attention (causal)", "attention"), ("cross-attention", "attention"), ("FFN", "ffn"),
+           ("final_norm (Pre-LN only)", "norm"), ("lm_head (V, D)", "linear"), ("logits (B, T, V)", "tensor")]
+    ys = {}
+    columns = ((2.2, enc, "src (B, S)", "EncoderBlock", 2), (6.9, dec, "tgt_in (B, T)", "DecoderBlock", 3))
+    for x, steps, bottom, block, n in columns:  # n: sublayers per block
+        ys[x] = [0.5 + 0.66 * k + (0.25 if k > n + 1 else 0) for k in range(len(steps) + 1)]  # room for a label
+        for k, (label, kind) in enumerate([(bottom, "tensor")] + steps):
+            high = 0.52 if kind == "embed" else 0.4
+            _box(ax, x, ys[x][k], 1.7 if kind == "tensor" else 2.9, high, label, kind)
+            if k:
+                _arrow(ax, (x, ys[x][k - 1] + (0.26 if k == 2 else 0.2)), (x, ys[x][k] - high / 2))
+        low, top = ys[x][2] - 0.3, ys[x][n + 1] + 0.47  # around the block's n sublayers
+        _frame(ax, x - 1.65, low, 3.3, top - low)
+        _note(ax, x - 1.57, top - 0.04, f"N × {block}", ha="left", weight="bold")
+    memory, cross = ys[2.2][-1], ys[6.9][3]
+    _arrow(ax, (3.05, memory), (5.12, memory), (5.12, cross), (5.45, cross))
+    _note(ax, 3.9, memory - 0.12, "memory gives\nthe keys and\nvalues of every\ncross-attention;\nqueries come\n"
+          "from the decoder", ha="left")
+    _arrow(ax, (8.35, ys[6.9][1]), (8.75, ys[6.9][1]), (8.75, ys[6.9][6]), (8.35, ys[6.9][6]), dashed=True, head=False)
+    _note(ax, 8.82, (ys[6.9][1] + ys[6.9][6]) / 2, "tied: lm_head\nreuses the\n(V, D) matrix\nof tok_emb", ha="left",
+          va="center")
+    _note(ax, 5.0, 0.05, "One tok_emb serves source and target. Each sublayer has its residual and norm, as in "
+          "the block diagram.", va="bottom")
     return fig
 
 
+def _cache_rows(ax, x0, top, size, t_max, filled, new=None, names=True):
+    """KVCache.k above KVCache.v: t_max cells each, the first ``filled`` written (k0, k1, ...), cell ``new``
+    hatched as just written. Returns the y of the middle of each row."""
+    rows = []
+    for r, name in enumerate(("k", "v")):
+        y = top - (r + 1) * size - r * 0.08
+        if names:
+            _note(ax, x0 - 0.08, y + size / 2, f"KVCache.{name}", ha="right", va="center")
+        for j in range(t_max):
+            written = j < filled or j == new
+            _cell(ax, x0 + j * size, y, size, face=KINDS["cache"][0] if written else "white",
+                  hatch="//" if j == new else None, text=f"{name}{j}" if written else None, boxed=j == new)
+        rows.append(y + size / 2)
+    return rows
+
+
+def _pointer(ax, x, top, bottom, text):
+    """The cache's length pointer: a dashed line at a cell boundary, labelled underneath."""
+    ax.plot([x, x], [bottom, top], color="#B00000", linewidth=1.6, linestyle="--")
+    _note(ax, x + 0.05, bottom - 0.02, text, ha="left", color="#B00000")
+
+
 def kv_cache_diagram():
-    """A KVCache at work: prefill writes the prompt's keys and values into preallocated buffers
-    (B, H, T_max, Dh); each decode step computes q, k, v for one new token, writes k and v at the length
-    pointer, and attends q against the filled part. Q is never cached."""
-    fig, ax = _canvas(10, 4.8, "KV cache: prefill, then one decode step (per layer)")
-    t_max, cell, x0 = 10, 0.42, 4.2
-    for row, (label, filled, new) in enumerate((("after prefill (prompt of 4)", 4, None),
-                                                 ("after decode step", 4, 4))):
-        top = 3.9 - row * 2.0
-        ax.text(0.2, top - 0.1, label, ha="left", va="center", fontsize=FONT, weight="bold")
-        for k, name in enumerate(("KVCache.k", "KVCache.v")):
-            y = top - 0.35 - k * (cell + 0.12)
-            ax.text(x0 - 0.1, y - cell / 2, name, ha="right", va="center", fontsize=FONT - 1)
-            for j in range(t_max):
-                written = j < filled or j == new
-                ax.add_patch(Rectangle((x0 + j * cell, y - cell), cell, cell, linewidth=0.8, edgecolor="#333333",
-                                       facecolor=KINDS["cache"][0] if written else "white",
-                                       hatch="xx" if j == new else None))
-        length = filled + (new is not None)
-        _arrow(ax, (x0 + length * cell, top + 0.05), (x0 + length * cell, top - 0.3), f"length = {length}")
-    ax.text(x0 + t_max * cell / 2, 0.25, "buffers (B, H, T_max, Dh), preallocated; q_proj's q is never cached",
-            ha="center", fontsize=FONT - 1)
+    """A KVCache during generation, in one attention layer: prefill writes the prompt's keys and values into
+    buffers preallocated at (B, H, T_max, Dh) and sets the length pointer; each decode step computes q, k, v
+    for one new token, writes k and v at the pointer, moves it on, and lets q attend to the filled part.
+    Q is never cached."""
+    fig, ax = _canvas(10, 5.8, "KV cache: prefill, then a decode step (one layer's self-attention)")
+    x0, size, t_max = 3.2, 0.5, 8
+    ax.plot([x0, x0, x0 + t_max * size, x0 + t_max * size], [5.0, 5.08, 5.08, 5.0], color=INK, linewidth=1)
+    _note(ax, x0 + t_max * size / 2, 5.12, "T_max positions, allocated once", va="bottom")
+    ax.text(0.15, 4.95, "1. prefill", fontsize=FONT, weight="bold", va="top")
+    _note(ax, 0.15, 4.65, "the prompt's P = 4 tokens\nin one forward pass: the\nk_proj, v_proj of each,\n"
+          "written at 0 .. P - 1", ha="left")
+    _cache_rows(ax, x0, 4.95, size, t_max, filled=4)
+    _pointer(ax, x0 + 4 * size, 5.0, 3.75, "length = 4")
+    _note(ax, 7.4, 4.9, "KVCache: k and v buffers of\nshape (B, H, T_max, Dh) and a\nlength pointer; one per "
+          "layer\n(LayerCache.self_attn)", ha="left")
+    ax.text(0.15, 3.25, "2. decode step", fontsize=FONT, weight="bold", va="top")
+    k_row, v_row = _cache_rows(ax, x0, 2.6, size, t_max, filled=4, new=4, names=False)
+    _pointer(ax, x0 + 5 * size, 2.68, 1.45, "length = 5")
+    _box(ax, 1.45, 1.85, 2.1, 1.0, "attention: q against\nk[:, :, :length],\nv[:, :, :length]", "attention")
+    _arrow(ax, (x0, k_row), (2.5, 2.05))
+    _arrow(ax, (x0, v_row), (2.5, 1.65))
+    tx, cell4 = 9.35, x0 + 4.5 * size
+    _box(ax, tx, 1.85, 1.1, 0.6, "x of the new\ntoken (B, 1, D)")
+    _box(ax, cell4 - 0.25, 3.0, 0.85, 0.34, "k_proj", "linear")
+    _box(ax, cell4 - 0.25, 0.85, 0.85, 0.34, "v_proj", "linear")
+    _box(ax, 7.7, 0.45, 0.85, 0.34, "q_proj", "linear")
+    _arrow(ax, (tx, 2.15), (tx, 3.0), (cell4 + 0.175, 3.0))
+    _arrow(ax, (tx, 1.55), (tx, 0.85), (cell4 + 0.175, 0.85))
+    _arrow(ax, (tx, 0.85), (tx, 0.45), (8.125, 0.45))
+    _arrow(ax, (cell4, 2.83), (cell4, 2.6))
+    _arrow(ax, (cell4, 1.02), (cell4, v_row - size / 2))
+    _arrow(ax, (7.275, 0.45), (1.45, 0.45), (1.45, 1.35), label="q (B, H, 1, Dh): used in this step, never cached",
+           dx=0.4)
+    _note(ax, 7.35, 2.55, "the new k, v\n(B, H, 1, Dh) go\nin at length,\nthen length += 1", ha="left")
     return fig

@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import FancyBboxPatch, Rectangle  # noqa: E402
 
 import minitfm  # noqa: E402
 from minitfm import diagrams  # noqa: E402
@@ -114,3 +115,21 @@ def test_mask_cells_read_without_colour():
         assert hatched == letters.count("F") > 0
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_text_written_in_a_box_or_cell_fits_inside_it(draw, name):
+    fig = draw(name)
+    renderer = fig.canvas.get_renderer()
+    shapes = [p for ax in fig.axes for p in ax.patches
+              if isinstance(p, (FancyBboxPatch, Rectangle)) and p.get_fill()]  # boxes and cells, not frames
+    spilled = []
+    for text in _texts(fig):
+        box = text.get_window_extent(renderer)
+        anchor = text.get_transform().transform(text.get_position())
+        holders = [p.get_window_extent(renderer) for p in shapes if p.get_window_extent(renderer).contains(*anchor)]
+        if holders:
+            holder = min(holders, key=lambda b: b.width * b.height)
+            if box.x0 < holder.x0 or box.x1 > holder.x1 or box.y0 < holder.y0 or box.y1 > holder.y1:
+                spilled.append(text.get_text())
+    assert not spilled, f"{name}: text spills out of its box: {spilled}"
