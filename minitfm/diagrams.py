@@ -5,7 +5,8 @@ D d_model, H heads, Dh = D / H head dimension, d_k and d_v the key and value wid
 V vocab_size, N blocks.
 
 Each function returns a ``matplotlib.figure.Figure`` that is open in pyplot, so a notebook shows it with
-``fig = minitfm.diagrams.attention_diagram()`` then ``plt.show()``; elsewhere ``plt.close(fig)`` when done.
+``fig = minitfm.diagrams.attention_diagram()`` then ``plt.show()`` (assign it: a bare call as a cell's last
+line would show it twice, once as the cell's value); elsewhere ``plt.close(fig)`` when done.
 The drawings are deterministic, take a fraction of a second and use matplotlib's default font only.
 
 Style, shared by all six: one canvas measured in inches (x to the right, y up); rounded boxes whose fill
