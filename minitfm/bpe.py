@@ -1,0 +1,266 @@
+"""Training a byte-level BPE tokenizer (byte-pair encoding, as in GPT-2), from scratch.
+
+Glossary: *byte* one of the 256 values 0..255; *token* a byte string with an id; *pre-token* a piece of
+text the splitting regex cuts out (a word with its leading space, a number, a run of punctuation or of
+spaces); *pair* two adjacent tokens inside one pre-token; *merge* a pair fused into a new token; *rank* a
+merge's position in the learned list (rank 0 was learned first).
+
+The algorithm (Sennrich et al., 2016; byte-level as in Radford et al., 2019):
+
+1. Start from the 256 single bytes: ids 0..255 are ``bytes([0])`` .. ``bytes([255])``, so every string,
+   in any script, can be written with them (its UTF-8 bytes) and nothing is ever unknown.
+2. Cut the text into pre-tokens with GPT-2's regex, after cutting out the special tokens (such as
+   ``<|endoftext|>``), which are never split, merged or counted. A merge never crosses a pre-token
+   boundary, so no token glues a word to the punctuation after it. Equal pre-tokens are counted once,
+   with their frequency.
+3. Count every adjacent pair of tokens, weighted by the pre-tokens' frequencies; fuse the most frequent
+   pair into a new token everywhere; repeat until the vocabulary is full. Ties go to the
+   lexicographically greater pair of byte strings, ``(bytes_a, bytes_b)``.
+
+Ids: 0..255 the bytes, then one id per merge in the order learned, then the special tokens in the order
+given, last (GPT-2 puts ``<|endoftext|>`` last too, at 50256). ``vocab_size`` counts all three.
+
+Two trainers give identical results. :func:`train_bpe_naive` recounts every pair at every step: the
+algorithm as stated, slow. :func:`train_bpe` counts once and then updates only the pre-tokens that contain
+the merged pair, finding the most frequent pair with a heap. Encoding and decoding with the learned merges
+live in :mod:`minitfm.bpe_tokenizer`.
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import os
+import pathlib
+import warnings
+from collections import Counter
+from typing import Iterator, Sequence, Union
+
+import regex
+
+# GPT-2's pre-tokenizer: contractions, letters, digits and other symbols (each with at most one leading
+# space), then runs of whitespace; ``\s+(?!\S)`` leaves a run's last space to the word that follows it.
+GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+_GPT2_SPLIT = regex.compile(GPT2_SPLIT_PATTERN)
+
+Pair = tuple[int, int]
+TextOrPath = Union[str, os.PathLike]
+
+
+def pretokenize(text: str) -> list[str]:
+    """Cut ``text`` into GPT-2's pre-tokens; ``"".join(pretokenize(text)) == text``."""
+    return _GPT2_SPLIT.findall(text)
+
+
+def check_special_tokens(special_tokens: Sequence[str]) -> tuple[str, ...]:
+    """``special_tokens`` as a tuple, after checking each is a non-empty ``str`` and none repeats."""
+    if isinstance(special_tokens, (str, bytes)):
+        raise TypeError(f"special_tokens must be a list of str, got a single {type(special_tokens).__name__} "
+                        f"{special_tokens!r}; write [{special_tokens!r}]")
+    special_tokens = tuple(special_tokens)
+    for token in special_tokens:
+        if not isinstance(token, str):
+            raise TypeError(f"each special token must be a str, got {type(token).__name__} {token!r}")
+        if not token:
+            raise ValueError("each special token must be a non-empty str, got ''")
+    repeated = sorted({t for t in special_tokens if special_tokens.count(t) > 1})
+    if repeated:
+        raise ValueError(f"special tokens must be distinct, got {repeated} more than once")
+    return special_tokens
+
+
+@functools.lru_cache(maxsize=64)
+def special_token_regex(special_tokens: tuple[str, ...]) -> regex.Pattern | None:
+    """A regex matching any of ``special_tokens``, the longest first where two start at the same place."""
+    if not special_tokens:
+        return None
+    longest_first = sorted(special_tokens, key=len, reverse=True)
+    return regex.compile("|".join(regex.escape(t) for t in longest_first))
+
+
+def split_on_special_tokens(text: str, special_tokens: tuple[str, ...]) -> Iterator[tuple[str, bool]]:
+    """Yield ``(piece, is_special)`` in order: the special tokens of ``text`` and the text between them."""
+    pattern = special_token_regex(special_tokens)
+    start = 0
+    for match in pattern.finditer(text) if pattern else ():
+        if match.start() > start:
+            yield text[start:match.start()], False
+        yield match.group(), True
+        start = match.end()
+    if start < len(text):
+        yield text[start:], False
+
+
+def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
+    """``ids`` with every occurrence of ``pair`` replaced by ``new_id``, scanning left to right.
+
+    ``merge_pair([5, 5, 5], (5, 5), 9) == [9, 5]``: an occurrence overlapping one already merged is skipped.
+    """
+    merged, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            merged.append(new_id)
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def train_bpe(text_or_path: TextOrPath, vocab_size: int, special_tokens: Sequence[str] = ()):
+    """Learn byte-level BPE merges from a text, updating pair counts incrementally.
+
+    Args:
+        text_or_path: the training text as a ``str``, or a file (a ``pathlib.Path`` or any other
+            ``os.PathLike``) read as UTF-8. A ``str`` is always the text itself, never a file name: wrap a
+            file name in ``pathlib.Path``.
+        vocab_size: the size of the final vocabulary: 256 bytes + merges + special tokens. Training stops
+            early (a smaller vocabulary) when no pre-token has two tokens left to merge.
+        special_tokens: strings such as ``"<|endoftext|>"``, kept whole and given the last ids.
+
+    Returns:
+        ``(vocab, merges)``: ``vocab`` maps id -> bytes; ``merges`` lists ``(bytes_a, bytes_b)`` in the
+        order learned (merge ``k`` made token ``256 + k``).
+    """
+    words, freqs, n_merges, special_tokens = _prepare(text_or_path, vocab_size, special_tokens)
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = []
+    pairs = _PairCounts(words, freqs, vocab)
+    while len(merges) < n_merges:
+        pair = pairs.pop_most_frequent()
+        if pair is None:
+            break
+        _add_merge(vocab, merges, pair)
+        pairs.merge(pair, new_id=len(vocab) - 1)
+    return _with_special_tokens(vocab, special_tokens), merges
+
+
+def train_bpe_naive(text_or_path: TextOrPath, vocab_size: int, special_tokens: Sequence[str] = ()):
+    """:func:`train_bpe` as the algorithm states it: recount every pair of every pre-token at every merge.
+
+    Same arguments and results; each step costs a pass over all the pre-tokens, so keep it for small texts.
+    """
+    words, freqs, n_merges, special_tokens = _prepare(text_or_path, vocab_size, special_tokens)
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = []
+    while len(merges) < n_merges:
+        counts = Counter()
+        for word, freq in zip(words, freqs):
+            for pair in zip(word, word[1:]):
+                counts[pair] += freq
+        if not counts:
+            break
+        pair = max(counts, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]]))
+        _add_merge(vocab, merges, pair)
+        words = [merge_pair(word, pair, len(vocab) - 1) for word in words]
+    return _with_special_tokens(vocab, special_tokens), merges
+
+
+def _prepare(text_or_path, vocab_size, special_tokens):
+    """Check the arguments; return the distinct pre-tokens as byte-id lists, their counts, the merges to learn."""
+    special_tokens = check_special_tokens(special_tokens)
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__} {vocab_size!r}")
+    smallest = 256 + len(special_tokens)
+    if vocab_size < smallest:
+        raise ValueError(f"vocab_size must be at least 256 bytes + {len(special_tokens)} special tokens = "
+                         f"{smallest}, got {vocab_size}")
+    counts = Counter()
+    for piece, is_special in split_on_special_tokens(_read_text(text_or_path), special_tokens):
+        if not is_special:
+            counts.update(pretokenize(piece))
+    words = [list(pretoken.encode("utf-8")) for pretoken in counts]
+    return words, list(counts.values()), vocab_size - smallest, special_tokens
+
+
+def _read_text(text_or_path) -> str:
+    if isinstance(text_or_path, os.PathLike):
+        return pathlib.Path(text_or_path).read_text(encoding="utf-8")
+    if not isinstance(text_or_path, str):
+        raise TypeError(f"text_or_path must be the text (a str) or a file (a pathlib.Path), "
+                        f"got {type(text_or_path).__name__}")
+    if len(text_or_path) < 1024 and "\n" not in text_or_path and os.path.isfile(text_or_path):
+        warnings.warn(f"training on the text {text_or_path!r} itself, which names a file: a str is the text, "
+                      f"pass pathlib.Path({text_or_path!r}) to train on the file", stacklevel=3)
+    return text_or_path
+
+
+def _add_merge(vocab: dict[int, bytes], merges: list, pair: Pair) -> None:
+    merges.append((vocab[pair[0]], vocab[pair[1]]))
+    vocab[len(vocab)] = vocab[pair[0]] + vocab[pair[1]]
+
+
+def _with_special_tokens(vocab: dict[int, bytes], special_tokens: tuple[str, ...]) -> dict[int, bytes]:
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    return vocab
+
+
+class _ReverseOrder:
+    """Wraps a key so that ``heapq``'s min-heap pops the greatest key first (ties to the greater bytes)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __lt__(self, other):
+        return self.key > other.key
+
+
+class _PairCounts:
+    """Pair counts over all pre-tokens, kept up to date as merges rewrite them.
+
+    - ``counts[pair]``: how often ``pair`` occurs, weighted by the pre-tokens' frequencies;
+    - ``where[pair]``: the indices of the pre-tokens that contain it, so a merge visits only those;
+    - ``heap``: ``(-count, pair's bytes reversed, pair)`` pushed at every change of a count. Entries are
+      never removed when a count changes; one whose count is no longer the pair's is stale and skipped when
+      it reaches the top ("lazy invalidation"). The pair's latest count is always in the heap.
+    """
+
+    def __init__(self, words: list[list[int]], freqs: list[int], vocab: dict[int, bytes]):
+        self.words, self.freqs, self.vocab = words, freqs, vocab
+        self.counts: dict[Pair, int] = Counter()
+        self.where: dict[Pair, set[int]] = {}
+        for index, (word, freq) in enumerate(zip(words, freqs)):
+            for pair in zip(word, word[1:]):
+                self.counts[pair] += freq
+                self.where.setdefault(pair, set()).add(index)
+        self.heap = [self._entry(pair, count) for pair, count in self.counts.items()]
+        heapq.heapify(self.heap)
+
+    def _entry(self, pair: Pair, count: int):
+        return -count, _ReverseOrder((self.vocab[pair[0]], self.vocab[pair[1]])), pair
+
+    def pop_most_frequent(self) -> Pair | None:
+        """The most frequent pair (ties to the greater bytes), or None when no pair is left."""
+        while self.heap:
+            negative_count, _, pair = heapq.heappop(self.heap)
+            if self.counts.get(pair) == -negative_count:
+                return pair
+        return None
+
+    def merge(self, pair: Pair, new_id: int) -> None:
+        """Fuse ``pair`` into ``new_id`` in every pre-token that contains it, and update the counts."""
+        for index in self.where.pop(pair):
+            old = self.words[index]
+            new = merge_pair(old, pair, new_id)
+            self.words[index] = new
+            self._recount(index, Counter(zip(old, old[1:])), Counter(zip(new, new[1:])))
+        assert pair not in self.counts, "a merged pair can no longer occur"
+
+    def _recount(self, index: int, old_pairs: Counter, new_pairs: Counter) -> None:
+        """Move pre-token ``index``'s contribution from its old pairs to its new ones."""
+        freq = self.freqs[index]
+        for pair in old_pairs.keys() | new_pairs.keys():
+            change = (new_pairs[pair] - old_pairs[pair]) * freq
+            if pair not in new_pairs and pair in self.where:
+                self.where[pair].discard(index)
+            if pair in new_pairs:
+                self.where.setdefault(pair, set()).add(index)
+            if change:
+                self.counts[pair] += change
+                if self.counts[pair]:
+                    heapq.heappush(self.heap, self._entry(pair, self.counts[pair]))
+                else:
+                    del self.counts[pair]
+                    self.where.pop(pair, None)

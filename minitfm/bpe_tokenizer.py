@@ -1,0 +1,192 @@
+"""Encoding and decoding with byte-level BPE merges (those :func:`minitfm.bpe.train_bpe` learns).
+
+Glossary as in :mod:`minitfm.bpe`: *token* a byte string with an id, *pre-token* a piece cut out by
+GPT-2's regex, *rank* a merge's position in the learned list.
+
+Encoding a text:
+
+1. Cut out the special tokens (the longest wins where two start at the same place, as ``<|a|><|b|>``
+   over ``<|a|>``); each becomes its own id.
+2. Cut the text between them into pre-tokens with GPT-2's regex.
+3. Write each pre-token as its UTF-8 bytes, then repeatedly fuse the adjacent pair whose merge has the
+   lowest rank (was learned first), until no adjacent pair is a merge. This replays training's merges in
+   training's order, so the text is cut as it was during training. A pre-token's ids are cached: in real
+   text the same words come back again and again.
+
+Decoding joins the tokens' bytes and decodes them as UTF-8; a sequence cut inside a character (a model may
+generate one) gives U+FFFD there instead of an error. ``decode(encode(text)) == text`` for every string.
+Saving and loading in GPT-2's ``vocab.json`` + ``merges.txt`` format live in :mod:`minitfm.bpe_files`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Sequence
+
+import regex
+
+from .bpe import check_special_tokens, merge_pair, pretokenize, special_token_regex, split_on_special_tokens
+from .bpe_files import read_gpt2_files, write_gpt2_files
+
+# The last non-space that a space follows. Between the two, GPT-2's regex always cuts and no later text
+# can move the cut: no pre-token but whitespace holds a space after a non-space, and what follows the
+# cut is matched without looking back. ``(?r)`` makes ``search`` scan backwards from its end position.
+_LAST_SPACE_AFTER_TEXT = regex.compile(r"(?r)\S(?=\s)")
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer: ``encode`` text to ids, ``decode`` ids to text.
+
+    Args:
+        vocab: id -> bytes. It must hold the 256 single bytes (under any ids), every merge's two parts and
+            its result, and each special token as its UTF-8 bytes; no two ids may share bytes.
+        merges: ``(bytes_a, bytes_b)`` in rank order, as :func:`minitfm.bpe.train_bpe` returns them.
+        special_tokens: strings kept whole, such as ``"<|endoftext|>"``.
+        cache_size: how many pre-tokens' ids to remember (the cache is emptied when it is full).
+    """
+
+    def __init__(self, vocab: dict[int, bytes], merges: Sequence[tuple[bytes, bytes]],
+                 special_tokens: Sequence[str] = (), cache_size: int = 100_000):
+        self.vocab = _checked_vocab(vocab)
+        self.merges = [tuple(merge) for merge in merges]
+        self.special_tokens = check_special_tokens(special_tokens)
+        self.token_to_id = {token: i for i, token in self.vocab.items()}
+        self._byte_ids = [self._id_of(bytes([b]), "the single byte") for b in range(256)]
+        self.special_ids = {t: self._id_of(t.encode("utf-8"), "special token") for t in self.special_tokens}
+        self._ranks, self._merged_ids = self._merge_tables()
+        self._special_regex = special_token_regex(self.special_tokens)
+        self._longest_special = max(map(len, self.special_tokens), default=0)
+        self._cache: dict[str, list[int]] = {}
+        self._cache_size = cache_size
+
+    def _id_of(self, token: bytes, what: str) -> int:
+        if token not in self.token_to_id:
+            raise ValueError(f"the vocabulary must contain {what} {token!r}, it does not "
+                             f"({len(self.vocab)} tokens)")
+        return self.token_to_id[token]
+
+    def _merge_tables(self):
+        """(id_a, id_b) -> rank, and (id_a, id_b) -> the id of their merge."""
+        ranks, merged_ids = {}, {}
+        for rank, merge in enumerate(self.merges):
+            if len(merge) != 2 or not all(isinstance(part, bytes) for part in merge):
+                raise TypeError(f"merge {rank} must be a pair of bytes, got {merge!r}")
+            what = f"merge {rank}'s"
+            pair = (self._id_of(merge[0], what + " first part"), self._id_of(merge[1], what + " second part"))
+            merged_ids[pair] = self._id_of(merge[0] + merge[1], what + " result")
+            ranks.setdefault(pair, rank)
+        return ranks, merged_ids
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``: special tokens first, then GPT-2's pre-tokens, then merges by rank."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        ids = []
+        for piece, is_special in split_on_special_tokens(text, self.special_tokens):
+            if is_special:
+                ids.append(self.special_ids[piece])
+            else:
+                for pretoken in pretokenize(piece):
+                    ids.extend(self._encode_pretoken(pretoken))
+        return ids
+
+    def _encode_pretoken(self, pretoken: str) -> list[int]:
+        ids = self._cache.get(pretoken)
+        if ids is None:
+            ids = self._apply_merges([self._byte_ids[b] for b in pretoken.encode("utf-8")])
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            self._cache[pretoken] = ids
+        return ids
+
+    def _apply_merges(self, ids: list[int]) -> list[int]:
+        """Fuse the lowest-rank adjacent pair, everywhere it occurs, until no adjacent pair is a merge."""
+        ranks, not_a_merge = self._ranks, float("inf")
+        while len(ids) > 1:
+            pair = min(zip(ids, ids[1:]), key=lambda p: ranks.get(p, not_a_merge))
+            if pair not in ranks:
+                break
+            ids = merge_pair(ids, pair, self._merged_ids[pair])
+        return ids
+
+    def encode_iterable(self, chunks: Iterable[str]) -> Iterator[int]:
+        """Yield the ids of ``"".join(chunks)`` lazily, exactly ``encode``'s, holding little text in memory.
+
+        ``chunks`` is any iterable of str: a file opened in text mode (its lines), a list of lines, a
+        generator of blocks. Text is encoded up to the last place where a pre-token must end whatever follows
+        (a space after a non-space, outside any special token); the rest waits for the next chunk. A run of
+        spaces or newlines split across lines is therefore cut exactly as ``encode`` cuts it. Memory grows only
+        with a run of text that has no space after a non-space.
+        """
+        pending = ""
+        for chunk in chunks:
+            if not isinstance(chunk, str):
+                raise TypeError(f"encode_iterable takes an iterable of str, got an item of type "
+                                f"{type(chunk).__name__}")
+            pending += chunk
+            cut = self._safe_cut(pending)
+            if cut:
+                yield from self.encode(pending[:cut])
+                pending = pending[cut:]
+        yield from self.encode(pending)
+
+    def _safe_cut(self, text: str) -> int:
+        """The last position where ``text`` can be cut without changing its encoding, or 0 if none is known.
+
+        It stops ``_longest_special`` characters before the end, so that a special token that may straddle
+        the cut lies wholly inside ``text`` and is seen (a cut inside one is moved to before it).
+        """
+        specials = [m.span() for m in self._special_regex.finditer(text)] if self._special_regex else []
+        end = len(text) - self._longest_special
+        while end > 0:
+            match = _LAST_SPACE_AFTER_TEXT.search(text, 0, end)
+            if match is None:
+                return 0
+            cut = match.end()  # the \S is text[cut - 1], the space text[cut]
+            inside = [start for start, stop in specials if start < cut < stop]
+            if not inside:
+                return cut
+            end = inside[0] + 1
+        return 0
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``: their bytes joined, decoded as UTF-8 (U+FFFD where a character is cut)."""
+        if hasattr(ids, "tolist"):  # a torch tensor or NumPy array
+            ids = ids.tolist()
+        ids = list(ids)
+        try:
+            data = b"".join([self.vocab[i] for i in ids])
+        except (KeyError, TypeError):
+            bad = next(i for i in ids if not isinstance(i, int) or i not in self.vocab)
+            raise ValueError(f"token id {bad!r} is not in the vocabulary (vocab_size {self.vocab_size}, "
+                             f"ids {min(self.vocab)}..{max(self.vocab)})") from None
+        return data.decode("utf-8", errors="replace")
+
+    def save(self, directory: str | os.PathLike) -> tuple[str, str]:
+        """Write ``vocab.json`` and ``merges.txt`` in GPT-2's format; return their paths."""
+        return write_gpt2_files(directory, self.vocab, self.merges, self.special_tokens)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, **kwargs) -> "Tokenizer":
+        """The tokenizer saved in ``directory`` (by :meth:`save`, or GPT-2's own files)."""
+        vocab, merges, special_tokens = read_gpt2_files(directory)
+        return cls(vocab, merges, special_tokens, **kwargs)
+
+
+def _checked_vocab(vocab) -> dict[int, bytes]:
+    if not isinstance(vocab, dict):
+        raise TypeError(f"vocab must be a dict of id -> bytes, got {type(vocab).__name__}")
+    seen: dict[bytes, int] = {}
+    for i, token in vocab.items():
+        if not isinstance(i, int) or isinstance(i, bool) or not isinstance(token, bytes):
+            raise TypeError(f"vocab must map int ids to bytes, got {i!r}: {token!r}")
+        if token in seen:
+            raise ValueError(f"vocab gives the bytes {token!r} two ids, {seen[token]} and {i}")
+        seen[token] = i
+    return dict(vocab)
