@@ -111,8 +111,8 @@ def train_bpe(text_or_path: TextOrPath, vocab_size: int, special_tokens: Sequenc
 
     Args:
         text_or_path: the training text as a ``str``, or a file (a ``pathlib.Path`` or any other
-            ``os.PathLike``) read as UTF-8. A ``str`` is always the text itself, never a file name: wrap a
-            file name in ``pathlib.Path``.
+            ``os.PathLike``) read whole as UTF-8. A ``str`` is always the text itself, never a file name:
+            wrap a file name in ``pathlib.Path`` (a short ``str`` that names a file gets a warning).
         vocab_size: the size of the final vocabulary: 256 bytes + merges + special tokens. Training stops
             early (a smaller vocabulary) when no pre-token has two tokens left to merge.
         special_tokens: strings such as ``"<|endoftext|>"``, kept whole and given the last ids.
@@ -180,7 +180,7 @@ def _read_text(text_or_path) -> str:
                         f"got {type(text_or_path).__name__}")
     if len(text_or_path) < 1024 and "\n" not in text_or_path and os.path.isfile(text_or_path):
         warnings.warn(f"training on the text {text_or_path!r} itself, which names a file: a str is the text, "
-                      f"pass pathlib.Path({text_or_path!r}) to train on the file", stacklevel=3)
+                      f"pass pathlib.Path({text_or_path!r}) to train on the file", stacklevel=4)
     return text_or_path
 
 
@@ -212,9 +212,10 @@ class _PairCounts:
 
     - ``counts[pair]``: how often ``pair`` occurs, weighted by the pre-tokens' frequencies;
     - ``where[pair]``: the indices of the pre-tokens that contain it, so a merge visits only those;
-    - ``heap``: ``(-count, pair's bytes reversed, pair)`` pushed at every change of a count. Entries are
-      never removed when a count changes; one whose count is no longer the pair's is stale and skipped when
-      it reaches the top ("lazy invalidation"). The pair's latest count is always in the heap.
+    - ``heap``: ``(-count, _ReverseOrder((bytes_a, bytes_b)), pair)``, pushed at every change of a count:
+      the top is the most frequent pair and, among equals, the one with the greater bytes. An entry stays
+      when its pair's count changes; one whose count is no longer the pair's is stale and skipped when it
+      reaches the top ("lazy invalidation"). Each pair's current count is always in the heap.
     """
 
     def __init__(self, words: list[list[int]], freqs: list[int], vocab: dict[int, bytes]):
@@ -243,24 +244,31 @@ class _PairCounts:
         """Fuse ``pair`` into ``new_id`` in every pre-token that contains it, and update the counts."""
         for index in self.where.pop(pair):
             old = self.words[index]
-            new = merge_pair(old, pair, new_id)
-            self.words[index] = new
-            self._recount(index, Counter(zip(old, old[1:])), Counter(zip(new, new[1:])))
+            self.words[index] = new = merge_pair(old, pair, new_id)
+            self._recount(index, old, new)
         assert pair not in self.counts, "a merged pair can no longer occur"
 
-    def _recount(self, index: int, old_pairs: Counter, new_pairs: Counter) -> None:
+    def _recount(self, index: int, old: list[int], new: list[int]) -> None:
         """Move pre-token ``index``'s contribution from its old pairs to its new ones."""
-        freq = self.freqs[index]
-        for pair in old_pairs.keys() | new_pairs.keys():
-            change = (new_pairs[pair] - old_pairs[pair]) * freq
-            if pair not in new_pairs and pair in self.where:
-                self.where[pair].discard(index)
+        freq, changes = self.freqs[index], {}
+        for pair in zip(old, old[1:]):
+            changes[pair] = changes.get(pair, 0) - freq
+        for pair in zip(new, new[1:]):
+            changes[pair] = changes.get(pair, 0) + freq
+        new_pairs = set(zip(new, new[1:]))
+        for pair, change in changes.items():
             if pair in new_pairs:
                 self.where.setdefault(pair, set()).add(index)
+            elif pair in self.where:
+                self.where[pair].discard(index)
             if change:
-                self.counts[pair] += change
-                if self.counts[pair]:
-                    heapq.heappush(self.heap, self._entry(pair, self.counts[pair]))
-                else:
-                    del self.counts[pair]
-                    self.where.pop(pair, None)
+                self._add(pair, change)
+
+    def _add(self, pair: Pair, change: int) -> None:
+        count = self.counts[pair] + change
+        if count:
+            self.counts[pair] = count
+            heapq.heappush(self.heap, self._entry(pair, count))
+        else:  # the pair no longer occurs anywhere
+            del self.counts[pair]
+            self.where.pop(pair, None)

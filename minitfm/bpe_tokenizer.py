@@ -76,6 +76,10 @@ class Tokenizer:
             ranks.setdefault(pair, rank)
         return ranks, merged_ids
 
+    def __repr__(self) -> str:
+        return (f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+                f"special_tokens={self.special_tokens})")
+
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
@@ -124,6 +128,9 @@ class Tokenizer:
         spaces or newlines split across lines is therefore cut exactly as ``encode`` cuts it. Memory grows only
         with a run of text that has no space after a non-space.
         """
+        if isinstance(chunks, str):
+            raise TypeError("encode_iterable takes an iterable of str (lines, a text file), got one str: "
+                            "use encode(text)")
         pending = ""
         for chunk in chunks:
             if not isinstance(chunk, str):

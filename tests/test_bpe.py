@@ -1,0 +1,298 @@
+import pathlib
+import random
+
+import pytest
+
+from minitfm.bpe import merge_pair, pretokenize, train_bpe, train_bpe_naive
+from minitfm.bpe_files import bytes_to_unicode, read_gpt2_files, token_text
+from minitfm.bpe_tokenizer import Tokenizer
+
+SPECIALS = ["<|endoftext|>", "<|a|>", "<|a|><|b|>"]
+
+# A few KB of varied text to train on: prose with contractions, digits, punctuation, code, Chinese, emoji,
+# runs of spaces, tabs and newlines, and special tokens between documents.
+CORPUS = """The quick brown fox jumps over the lazy dog. It's 5 o'clock, and they're late; we've waited
+since 1987 -- or was it 1989? Nobody remembers. "Don't worry," she said, "we'll be there by 10:30."
+Prices rose 3.5% in March: $12.99 became $13.45, and 1,000,000 people noticed.<|endoftext|>
+def tokenize(text):
+    for word in text.split():
+        yield word.lower()    # four spaces, then a comment
+
+
+Two blank lines above; a tab\there, two tabs\t\there, and trailing spaces here   
+机器学习是人工智能的一个分支。我们今天学习分词器，明天训练模型。
+東京は日本の首都です。카피 바라는 귀엽다. Привет, мир! Ελληνικά γράμματα.
+Emoji: 😀😀 🚀 👩‍💻 ❤️ and symbols ©®™ ± × ÷ → ∞ ≠ ≤.<|endoftext|>
+""" * 3 + "".join(f"Line {i}: the {w} of {i * 37 % 101} items, {w}s and {w}'s.\n"
+                  for i, w in enumerate(["cat", "token", "merge", "byte", "pair", "vocabulary"] * 8))
+
+# What the comparisons encode: every kind of text the corpus has, and some it does not.
+SAMPLES = [
+    "Hello, world! It's a test.",
+    "don't   stop\n\n\n  believing\t\tnow\r\n",
+    "   leading and trailing   ",
+    "机器学习和分词器 😀🚀👩‍💻 emoji",
+    "<|a|><|b|> x <|a|>y<|endoftext|><|endoftext|>",
+    "3.14159 $12,000 1987-2024 ٣٤٥",
+    "\n\n\n\t \t\n",
+    "x" * 50 + " supercalifragilisticexpialidocious",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train_bpe(CORPUS, 600, SPECIALS)
+
+
+@pytest.fixture(scope="module")
+def tok(trained):
+    return Tokenizer(*trained, SPECIALS)
+
+
+def random_text(rng, n_chars):
+    """Characters from several Unicode blocks, spaces and controls included (no surrogates)."""
+    blocks = [(0x00, 0x7F), (0x80, 0xFF), (0x370, 0x3FF), (0x400, 0x4FF), (0x600, 0x6FF), (0x3040, 0x30FF),
+              (0x4E00, 0x4F00), (0xAC00, 0xAD00), (0x1F300, 0x1F64F), (0x2000, 0x206F), (0x300, 0x36F)]
+    chars = [chr(rng.randint(*rng.choice(blocks))) for _ in range(n_chars)]
+    return "".join(rng.choice([c, c, c, " ", "\n", "  ", "\t"]) for c in chars)
+
+
+def test_pretokenize_splits_as_gpt2():
+    text = "Hello, world! It's 2024.\n\n  ok"
+    assert pretokenize(text) == ["Hello", ",", " world", "!", " It", "'s", " 2024", ".", "\n\n ", " ok"]
+    assert "".join(pretokenize(CORPUS)) == CORPUS
+
+
+def test_merge_pair_scans_left_to_right():
+    assert merge_pair([5, 5, 5], (5, 5), 9) == [9, 5]
+    assert merge_pair([1, 2, 1, 2, 3], (1, 2), 9) == [9, 9, 3]
+    assert merge_pair([1, 3], (1, 2), 9) == [1, 3]
+
+
+def test_train_merges_most_frequent_pair_and_breaks_ties_by_greater_bytes():
+    vocab, merges = train_bpe("ab cd", 259)
+    # every pair occurs once: (c, d) > (a, b) > (space, c) as byte strings, then " " + "cd" is the only pair
+    assert merges == [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd")]
+    assert vocab[256] == b"cd" and vocab[258] == b" cd" and len(vocab) == 259
+    _, merges = train_bpe("aaab aaab aab", 257)
+    assert merges == [(b"a", b"a")]  # 5 of (a, a) beat 3 of (a, b)
+
+
+def test_train_stops_when_nothing_is_left_to_merge():
+    vocab, merges = train_bpe("ab ab", 1000, ["<|endoftext|>"])
+    assert merges == [(b"a", b"b"), (b" ", b"ab")]
+    assert len(vocab) == 256 + 2 + 1 and vocab[258] == b"<|endoftext|>"
+
+
+def test_special_tokens_are_kept_whole_never_counted_and_come_last(trained):
+    vocab, merges = train_bpe("xy<|endoftext|>xy<|endoftext|>", 300, ["<|endoftext|>"])
+    assert merges == [(b"x", b"y")]  # neither (y, <) nor anything inside the special token is counted
+    vocab, merges = trained
+    assert [vocab[i] for i in range(len(vocab) - 3, len(vocab))] == [s.encode() for s in SPECIALS]
+    assert all(b"<|" not in a + b for a, b in merges)
+    assert sorted(vocab) == list(range(600)) and all(vocab[i] == bytes([i]) for i in range(256))
+
+
+def test_incremental_training_equals_naive_recount(trained):
+    assert train_bpe_naive(CORPUS, 600, SPECIALS) == trained
+    text = random_text(random.Random(1), 3000)
+    assert train_bpe(text, 400) == train_bpe_naive(text, 400)
+
+
+def test_train_reads_a_path_and_treats_a_str_as_text(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text(CORPUS, encoding="utf-8")
+    assert train_bpe(path, 300) == train_bpe(CORPUS, 300)
+    with pytest.warns(UserWarning, match="pass pathlib.Path"):
+        vocab, merges = train_bpe(str(path), 300)
+    assert len(vocab) < 300 and merges != train_bpe(CORPUS, 300)[1]  # learned from the short file name
+
+
+def test_encode_decode_round_trip(tok):
+    for text in SAMPLES + [CORPUS]:
+        assert tok.decode(tok.encode(text)) == text
+    assert len(tok.encode("The quick brown fox")) < len("The quick brown fox".encode()) // 2  # merges apply
+
+
+def test_round_trip_random_unicode_and_bytes(tok):
+    rng = random.Random(0)
+    for _ in range(200):
+        text = random_text(rng, rng.randint(0, 60))
+        assert tok.decode(tok.encode(text)) == text
+        latin1 = bytes(rng.randrange(256) for _ in range(rng.randint(0, 60))).decode("latin-1")
+        assert tok.decode(tok.encode(latin1)) == latin1
+
+
+def test_special_tokens_take_the_longest_match(tok):
+    ids = tok.special_ids
+    assert tok.encode("<|a|><|b|>") == [ids["<|a|><|b|>"]]
+    assert tok.encode("<|a|><|a|>") == [ids["<|a|>"], ids["<|a|>"]]
+    assert tok.encode("<|a|><|b|") == [ids["<|a|>"]] + tok.encode("<|b|")
+    assert tok.decode(tok.encode("x<|endoftext|>y")) == "x<|endoftext|>y"
+
+
+def test_decode_replaces_a_cut_character(tok):
+    ids = tok.encode("é")
+    assert tok.decode([tok.token_to_id[b"\xc3"]]) == "\ufffd"
+    assert tok.decode(ids) == "é"
+
+
+def test_ids_may_be_laid_out_in_any_order(trained, tok):
+    # GPT-2's own vocabulary does not give the bytes ids 0..255: only the id -> bytes table matters
+    vocab, merges = trained
+    shuffled = list(vocab)
+    random.Random(0).shuffle(shuffled)
+    new_id = dict(zip(vocab, shuffled))
+    moved = Tokenizer({new_id[i]: token for i, token in vocab.items()}, merges, SPECIALS)
+    assert moved.encode(CORPUS) == [new_id[i] for i in tok.encode(CORPUS)]
+    assert moved.decode(moved.encode(CORPUS)) == CORPUS
+
+
+def test_cache_does_not_change_ids(trained):
+    small = Tokenizer(*trained, SPECIALS, cache_size=1)
+    big = Tokenizer(*trained, SPECIALS)
+    for text in SAMPLES + [CORPUS, CORPUS]:
+        assert small.encode(text) == big.encode(text)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 7, None])  # None: the text's own lines
+def test_encode_iterable_equals_encode(tok, chunk_size):
+    text = (CORPUS + "\n".join(SAMPLES) + "end  \n\n   \n\t\nit'\ns<|a|>\n<|b|><|a|><|b|> tail  ")
+    chunks = (text.splitlines(keepends=True) if chunk_size is None
+              else [text[i:i + chunk_size] for i in range(0, len(text), chunk_size)])
+    assert list(tok.encode_iterable(iter(chunks))) == tok.encode(text)
+
+
+def test_encode_iterable_never_cuts_a_special_token_with_spaces():
+    specials = ["<|end of text|>", "<| |>", "x  y"]
+    tok = Tokenizer(*train_bpe(CORPUS, 300, specials), specials)
+    text = "a <|end of text|> b<| |>  x  y <|end of <| |>x  yy  x y" * 3
+    for size in (1, 2, 5):
+        chunks = [text[i:i + size] for i in range(0, len(text), size)]
+        assert list(tok.encode_iterable(chunks)) == tok.encode(text)
+    assert tok.encode(text).count(tok.special_ids["<|end of text|>"]) == 3
+
+
+def test_encode_iterable_reads_a_file_lazily(tok, tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(CORPUS, encoding="utf-8")
+    lines_read = []
+    with open(path, encoding="utf-8") as f:
+        ids = tok.encode_iterable(line for line in f if not lines_read.append(line))
+        first = next(ids)
+        assert len(lines_read) == 1  # the first line is encoded up to its newline before the second is read
+        assert [first] + list(ids) == tok.encode(CORPUS)
+
+
+def test_gpt2_byte_table():
+    table = bytes_to_unicode()
+    assert len(set(table.values())) == 256
+    assert table[ord(" ")] == "Ġ" and table[ord("\n")] == "Ċ" and table[ord("a")] == "a"
+    assert token_text(" the".encode()) == "Ġthe" and token_text("é".encode()) == "Ã©"
+
+
+def test_save_and_load_gpt2_files(tok, tmp_path):
+    vocab_path, merges_path = tok.save(tmp_path / "tokenizer")
+    lines = pathlib.Path(merges_path).read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "#version: 0.2" and len(lines) == 1 + len(tok.merges)
+    assert all(len(line.split(" ")) == 2 for line in lines[1:])
+    loaded = Tokenizer.load(tmp_path / "tokenizer")
+    assert loaded.vocab == tok.vocab and loaded.merges == tok.merges
+    assert loaded.special_tokens == tuple(SPECIALS)
+    assert loaded.encode(CORPUS) == tok.encode(CORPUS)
+
+
+def test_special_token_with_spaces_survives_the_files(tmp_path):
+    specials = ["<|end of text|>", "¡hola!"]
+    vocab, merges = train_bpe(CORPUS, 300, specials)
+    Tokenizer(vocab, merges, specials).save(tmp_path)
+    assert read_gpt2_files(tmp_path) == (vocab, merges, specials)
+
+
+def hf_tokenizer(vocab, merges, specials):
+    """Hugging Face's byte-level BPE, given our vocabulary and merges."""
+    tokenizers = pytest.importorskip("tokenizers")
+    text_of = {i: (token.decode() if token.decode("utf-8", "replace") in specials else token_text(token))
+               for i, token in vocab.items()}
+    model = tokenizers.models.BPE(vocab={text: i for i, text in text_of.items()},
+                                  merges=[(token_text(a), token_text(b)) for a, b in merges])
+    hf = tokenizers.Tokenizer(model)
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    hf.decoder = tokenizers.decoders.ByteLevel()
+    hf.add_special_tokens(specials)
+    return hf
+
+
+def test_encode_equals_hugging_face_tokenizers(trained, tok):
+    hf = hf_tokenizer(*trained, SPECIALS)
+    rng = random.Random(2)
+    texts = SAMPLES + [CORPUS] + [random_text(rng, 80) for _ in range(100)]
+    for text in texts:
+        assert tok.encode(text) == hf.encode(text).ids, text
+    assert hf.decode(tok.encode(CORPUS), skip_special_tokens=False) == CORPUS
+
+
+def test_hugging_face_reads_our_files(tok, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.ByteLevelBPETokenizer(*tok.save(tmp_path))
+    hf.add_special_tokens(SPECIALS)
+    for text in SAMPLES + [CORPUS]:
+        ids = hf.encode(text).ids
+        assert ids == tok.encode(text) and (ids or not text), text
+    assert len(hf.encode(CORPUS).ids) > 100
+
+
+def test_bad_training_arguments():
+    with pytest.raises(ValueError, match=r"at least 256 bytes \+ 2 special tokens = 258, got 257"):
+        train_bpe("abc", 257, ["<|a|>", "<|b|>"])
+    with pytest.raises(TypeError, match="vocab_size must be an int, got float"):
+        train_bpe("abc", 300.0)
+    with pytest.raises(ValueError, match="non-empty str, got ''"):
+        train_bpe("abc", 300, ["<|a|>", ""])
+    with pytest.raises(TypeError, match="each special token must be a str, got bytes"):
+        train_bpe("abc", 300, [b"<|a|>"])
+    with pytest.raises(TypeError, match=r"must be a list of str, got a single str '<\|a\|>'"):
+        train_bpe("abc", 300, "<|a|>")
+    with pytest.raises(ValueError, match="distinct"):
+        train_bpe("abc", 300, ["<|a|>", "<|a|>"])
+    with pytest.raises(TypeError, match="text .a str. or a file .a pathlib.Path., got bytes"):
+        train_bpe(b"abc", 300)
+
+
+def test_bad_tokenizer_input(trained, tok):
+    vocab, merges = trained
+    with pytest.raises(ValueError, match=r"token id 600 is not in the vocabulary \(vocab_size 600, ids 0..599\)"):
+        tok.decode([5, 600])
+    with pytest.raises(ValueError, match="token id -1 is not in the vocabulary"):
+        tok.decode([-1])
+    with pytest.raises(TypeError, match="encode takes a str, got bytes"):
+        tok.encode(b"abc")
+    with pytest.raises(TypeError, match="an iterable of str, got an item of type bytes"):
+        list(tok.encode_iterable([b"abc"]))
+    with pytest.raises(TypeError, match="got one str: use encode"):
+        list(tok.encode_iterable("abc"))
+    with pytest.raises(ValueError, match="must contain special token b'<|x|>'"):
+        Tokenizer(vocab, merges, ["<|x|>"])
+    with pytest.raises(ValueError, match=r"must contain the single byte b'a'"):
+        Tokenizer({i: t for i, t in vocab.items() if t != b"a"}, [])
+    with pytest.raises(ValueError, match="merge 0's result"):
+        Tokenizer({i: bytes([i]) for i in range(256)}, [(b"a", b"b")])
+    with pytest.raises(ValueError, match=r"gives the bytes b'a' two ids, 97 and 256"):
+        Tokenizer({**{i: bytes([i]) for i in range(256)}, 256: b"a"}, [])
+
+
+def test_bad_files(tok, tmp_path):
+    tok.save(tmp_path)
+    merges_path = tmp_path / "merges.txt"
+    lines = merges_path.read_text(encoding="utf-8").splitlines()
+    for bad_line, message in [("Ġthe", "line 3: expected two tokens separated by one space, got 'Ġthe'"),
+                              ("a  b", "line 3: expected two tokens"),
+                              ("a 中", "line 3: 'a 中' holds '中', which is not one of GPT-2's 256 byte"),
+                              ("q z", "line 3: 'q z' needs 'qz', which is not in vocab.json")]:
+        merges_path.write_text("\n".join(lines[:2] + [bad_line] + lines[2:]) + "\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=message):
+            Tokenizer.load(tmp_path)
+    (tmp_path / "vocab.json").write_text('["not", "an", "object"]', encoding="utf-8")
+    with pytest.raises(ValueError, match="must hold one JSON object"):
+        Tokenizer.load(tmp_path)
