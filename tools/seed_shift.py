@@ -130,7 +130,7 @@ def run_one(path: Path, offset: int, timeout: int = 900, keep: Path | None = Non
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     except CellExecutionError as err:
-        lines = [ln for ln in str(err).splitlines() if ln.strip()]
+        lines = [ln for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(err)).splitlines() if ln.strip()]
         error = next((ln for ln in reversed(lines) if re.match(r"^\w*(Error|Exception)\b", ln)), lines[-1])
     except Exception as err:  # a timeout or a dead kernel: also a failure of this offset
         error = f"{type(err).__name__}: {err}"
