@@ -6,7 +6,8 @@ One loop serves every strategy. Each step asks the model for the next-token logi
 row, runs the logits processors (:mod:`minitfm.sampling`), then takes the argmax (greedy) or samples.
 
 - **Without a cache** (``use_cache=False``) every step re-runs the model on the whole sequence so far:
-  step t costs O(P + t) tokens of work, and the whole generation is quadratic.
+  step t runs P + t token positions, so the whole generation processes a quadratic number of positions,
+  and attention, which scores every pair of them at every step, does cubic work.
 - **With a cache** the first step (the *prefill*) runs the prompt once and stores every layer's keys
   and values; each later step (*decode*) runs only the newest token against the cached keys/values.
   ``cache_cls`` picks :class:`~minitfm.cache.KVCache` (preallocated, constant cost per step) or

@@ -100,9 +100,11 @@ class TopP(LogitsProcessor):
 
 
 class RepetitionPenalty(LogitsProcessor):
-    """Make tokens that already appear in ``tokens`` less likely (Keskar et al., 2019, CTRL).
+    """Make tokens that already appear in ``tokens`` less likely: Hugging Face's sign-aware form of CTRL's penalty.
 
-    For every token id present in a row's history, a positive logit is divided by ``penalty`` and a
+    CTRL (Keskar et al., 2019) divides the logit of every token already seen by ``penalty``, whatever its
+    sign, which *raises* a negative logit. This processor follows Hugging Face Transformers (Wolf et al.,
+    2020): for every token id present in a row's history, a positive logit is divided by ``penalty`` and a
     negative one multiplied by it, so ``penalty > 1`` always lowers the score; ``penalty = 1`` does nothing
     and ``penalty < 1`` rewards repetition. The penalty does not depend on how often the token appeared.
 
