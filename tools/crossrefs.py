@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Pages whose anchors Sphinx generates (glossary terms, bibliography entries): the build checks them.
 GENERATED_ANCHORS = {"glossary.md", "references.md"}
 
-_NUM = r"(\d+b?)"
+_NUM = r"(\d+[a-z]?)"
 CHAPTER = re.compile(rf"\bchapters?\s+{_NUM}(?![\d.]*\d)", re.I)
 EXERCISE = re.compile(rf"\b(?:exercises?|ex\.?)\s+{_NUM}\.(\d+[a-z]?)\b", re.I)
 LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])+)\]\(([^)\s]+)\)")
@@ -83,7 +83,7 @@ def load(path: Path) -> Doc:
         doc.markdown.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))
     all_md = "\n".join(text for _, text in doc.markdown)
     doc.anchors = _anchors(all_md)
-    title = re.search(r"^#\s+(\d+b?)\.\s", _strip_code(all_md), re.M)
+    title = re.search(r"^#\s+(\d+[a-z]?)\.\s", _strip_code(all_md), re.M)
     doc.chapter = title.group(1).lower() if title else None
     return doc
 
