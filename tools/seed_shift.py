@@ -18,6 +18,9 @@ not compared (nbval does that for the committed seeds); a run fails only on an e
 The sweep also reads every verdict line the shifted run printed (``minitfm.claims``' format) and counts, for
 each, how often its verdict word differs from the committed notebook's: a verdict that changes on a third of
 the offsets is weak evidence, whatever the committed run says.
+
+Run one sweep at a time (it runs one kernel at a time): kernels that start at once in several processes can pick
+the same TCP port, and a lost message then stalls a run until its cell timeout.
 """
 from __future__ import annotations
 
