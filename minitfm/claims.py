@@ -22,7 +22,7 @@ import math
 import re
 from typing import Mapping, Sequence
 
-__all__ = ["VERDICTS", "judge", "seed_table", "verdict", "verdict_problems"]
+__all__ = ["VERDICTS", "judge", "seed_table", "verdict", "verdict_problems", "verdict_words"]
 
 # The only verdict words the book prints, with what each means. A timing is not a sixth word: it is one of
 # these, printed with the qualifier "(a timing, this run)", for a speed that no assert can check because
@@ -93,6 +93,14 @@ RETIRED = ("not confirmed:", "not seen at this size", "no difference measured", 
            "no blow-up on any seed:", "blow-ups on every seed:", "blow-ups on some seeds:")
 
 
+def verdict_words(line: str) -> list[str]:
+    """The verdict words of one printed line, in order: those ``judge`` wrote (``<word>: the rule held on k of n``,
+    after an optional label) and those ``verdict`` wrote (``verdict...: <word>: ...``). Empty for other lines."""
+    found = [(m.start(), m.group(1)) for pattern in (_HELD, _VERDICT) for m in pattern.finditer(line)]
+    # a label may stand before the word ("0.3 too much: confirmed"); judge's word is the last part
+    return [word.split(": ")[-1] for _, word in sorted(found)]
+
+
 def verdict_problems(text: str) -> list[str]:
     """Every line of ``text`` (a cell's printed output) whose verdict word is not one of ``VERDICTS``.
 
@@ -101,12 +109,9 @@ def verdict_problems(text: str) -> list[str]:
     """
     problems = []
     for line in text.splitlines():
-        words = [m.group(1) for m in _HELD.finditer(line)] + [m.group(1) for m in _VERDICT.finditer(line)]
         if "the rule held on" in line and not _HELD.search(line):
             problems.append(f"a 'the rule held on' line that judge did not write: {line.strip()[:120]}")
-        for word in words:
-            # a label may stand before the word ("0.3 too much: confirmed"); judge's word is the last part
-            word = word.split(": ")[-1]
+        for word in verdict_words(line):
             if word not in VERDICTS:
                 problems.append(f"verdict word {word!r} is not one of {sorted(VERDICTS)}: {line.strip()[:120]}")
         problems += [f"retired verdict words {r!r}: {line.strip()[:120]}" for r in RETIRED if r in line]

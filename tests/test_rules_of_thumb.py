@@ -7,17 +7,14 @@ vocabulary, and that every row says where the rule is stated (a citation, or "a 
 source found").
 """
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from minitfm.claims import RETIRED, VERDICTS
+from minitfm.claims import RETIRED, VERDICTS, verdict_words
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from seed_shift import verdicts  # noqa: E402
 
 PAGE = ROOT / "book" / "rules_of_thumb.md"
 WHERE = re.compile(r"\[[^\]]+\]\(\.\./notebooks/([\w.]+\.ipynb)#([\w-]+)\)")
@@ -42,8 +39,7 @@ def _code_run(cells, start, step):
 
 
 def _words(lines: list[str]) -> list[str]:
-    cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines))])
-    return list(verdicts(nbformat.v4.new_notebook(cells=[cell])).values())
+    return [words[0] for words in map(verdict_words, lines) if words]
 
 
 def printed_verdicts(notebook: str, anchor: str) -> list[str]:

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import nbformat
 
+from minitfm.claims import verdict_words
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "_build" / "seed_sweep"
 ENV = "MINITFM_SEED_SHIFT"
@@ -90,9 +92,6 @@ if _shift:
         pass
 '''
 
-_VERDICT_LINE = re.compile(r"(?:([a-z][a-z ]*?): the rule held on \d+ of \d+ )|(?:\bverdict\b[^:]*?: ([a-z][a-z ,]*?)(?::|$))")
-
-
 def shim_dir() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="minitfm-seed-shift-"))
     (folder / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
@@ -109,10 +108,9 @@ def verdicts(nb) -> dict[str, str]:
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output.get("output_type") == "stream" else ""
             for line in "".join(text).splitlines():
-                m = _VERDICT_LINE.search(line)
-                if m:
-                    word = (m.group(1) or m.group(2)).split(": ")[-1]
-                    found[f"{cell.get('id', index)}#{rank}"] = word
+                words = verdict_words(line)
+                if words:  # one verdict per line: the first
+                    found[f"{cell.get('id', index)}#{rank}"] = words[0]
                     rank += 1
     return found
 
