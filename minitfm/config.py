@@ -46,12 +46,14 @@ class ModelConfig:
     bias: bool = True  # biases in attention and FFN projections
     dropout: float = 0.0  # on embeddings, attention weights, FFN hidden units and residual branches
     tie_embeddings: bool = True  # lm_head shares the token embedding matrix
+    scale_embeddings: bool = True  # token vectors times sqrt(D), as in the paper; GPT-2 and Llama do not scale
     attn_impl: str = "manual"  # "manual" (the book's three steps) or "fused" (PyTorch's kernel)
     rope_base: float = 10000.0  # RoPE's base; larger rotates more slowly
     rope_scale: float = 1.0  # RoPE position interpolation: positions are divided by this
     norm_eps: float = 1e-5  # epsilon of LayerNorm / RMSNorm
-    # Special token ids
-    pad_id: int = 0
+    # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
+    # (GPT-2's one <|endoftext|> both starts and ends a text)
+    pad_id: Optional[int] = 0
     bos_id: int = 1
     eos_id: int = 2
 
@@ -66,7 +68,7 @@ class ModelConfig:
         check_choice(self.ffn, "ffn", FFN_KINDS)
         check_choice(self.attn_impl, "attn_impl", IMPLEMENTATIONS)
         check_probability(self.dropout, "dropout")
-        for name in ("norm_first", "bias", "tie_embeddings"):
+        for name in ("norm_first", "bias", "tie_embeddings", "scale_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
         for name in ("rope_base", "rope_scale", "norm_eps"):
@@ -91,10 +93,13 @@ class ModelConfig:
     def _check_special_ids(self) -> None:
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         for name, value in ids.items():
+            if name == "pad_id" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
                 raise ValueError(f"{name} must be an int in [0, vocab_size={self.vocab_size}), got {value!r}")
-        if len(set(ids.values())) != 3:
-            raise ValueError(f"pad_id, bos_id and eos_id must be three different ids, got {ids}")
+        if self.pad_id is not None and self.pad_id in (self.bos_id, self.eos_id):
+            # generation hides prompt tokens equal to pad_id: a pad that is also <bos> or <eos> would hide them
+            raise ValueError(f"pad_id must differ from bos_id and eos_id (three different ids, or pad_id=None), got {ids}")
 
     @property
     def d_head(self) -> int:

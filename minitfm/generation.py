@@ -127,14 +127,17 @@ def _check_inputs(model, prompt, max_new_tokens, src) -> None:
                          f"exceeds the model's max_seq_len={limit}")
 
 
-def _special_ids(model, eos_id, pad_id) -> tuple[int, int]:
-    """The eos and pad ids to use: the config's unless given; ``eos_id=-1`` means "never stop early"."""
+def _special_ids(model, eos_id, pad_id) -> tuple[int, int | None, int]:
+    """The eos and pad ids to use, the config's unless given (``eos_id=-1`` means "never stop early"), and the
+    id that fills a row after it stopped: ``pad_id``, or ``eos_id`` for a model without a padding token
+    (``pad_id=None``, as GPT-2 and Llama)."""
     vocab = model.config.vocab_size
     eos_id = model.config.eos_id if eos_id is None else eos_id
     pad_id = model.config.pad_id if pad_id is None else pad_id
     check_number(eos_id, "eos_id", low=-1, high=vocab - 1, integer=True)
-    check_number(pad_id, "pad_id", low=0, high=vocab - 1, integer=True)
-    return eos_id, pad_id
+    if pad_id is not None:
+        check_number(pad_id, "pad_id", low=0, high=vocab - 1, integer=True)
+    return eos_id, pad_id, (pad_id if pad_id is not None else max(eos_id, 0))
 
 
 def _check_sampling_args(processors, do_sample, generator) -> None:
@@ -150,12 +153,23 @@ def _check_sampling_args(processors, do_sample, generator) -> None:
             raise TypeError(f"every processor must be callable as p(tokens, logits), got {type(p).__name__}")
 
 
-def _prompt_valid(model, prompt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """(B, P) True for real prompt tokens; every row needs at least one."""
-    valid = prompt != pad_id
+def _prompt_valid(model, prompt: torch.Tensor, pad_id: int | None, prompt_mask=None) -> torch.Tensor:
+    """(B, P) True for real prompt tokens: ``prompt_mask`` when given, else ``prompt != pad_id`` (all of them
+    for a model without a padding token). Every row needs at least one."""
+    if prompt_mask is not None:
+        check_tensor(prompt_mask, "prompt_mask", ndim=2)
+        if prompt_mask.dtype != torch.bool or prompt_mask.shape != prompt.shape:
+            raise ValueError(f"prompt_mask must be bool with the prompt's shape {tuple(prompt.shape)}, True = real "
+                             f"token, got {prompt_mask.dtype} {tuple(prompt_mask.shape)}")
+        valid = prompt_mask.to(prompt.device)
+    elif pad_id is None:
+        valid = torch.ones_like(prompt, dtype=torch.bool)
+    else:
+        valid = prompt != pad_id
     if not valid.any(dim=1).all():
-        raise ValueError(f"every prompt row needs at least one token that is not pad_id={pad_id} "
-                         "(start from <bos>)")
+        if prompt_mask is not None:
+            raise ValueError("every prompt row needs at least one real token: a row of prompt_mask is all False")
+        raise ValueError(f"every prompt row needs at least one token that is not pad_id={pad_id} (start from <bos>)")
     if isinstance(model, EncoderDecoder) and not valid.all():
         raise ValueError("EncoderDecoder prompts cannot be padded: give every row the same decoder prefix, "
                          "usually just <bos>")
@@ -175,7 +189,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
              processors: Sequence[LogitsProcessor] = (), do_sample: bool = False,
              generator: torch.Generator | None = None, eos_id: int | None = None, pad_id: int | None = None,
              use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False,
-             clock=time.perf_counter) -> GenerationOutput:
+             clock=time.perf_counter, prompt_mask: torch.Tensor | None = None) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` for every row of the batch.
 
     Args:
@@ -188,7 +202,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         do_sample: sample from the processed distribution; ``False`` takes the argmax (greedy).
         generator: a seeded ``torch.Generator`` makes sampling reproducible.
         eos_id, pad_id: default to ``model.config.eos_id`` / ``model.config.pad_id``; ids in the vocabulary.
-            ``eos_id=-1`` turns stopping off: every row generates exactly ``max_new_tokens`` tokens.
+            ``eos_id=-1`` turns stopping off: every row generates exactly ``max_new_tokens`` tokens. A model
+            without a padding token (``pad_id=None``) fills a stopped row with ``eos_id``.
         use_cache: reuse keys/values (fast) or recompute the whole prefix every step (slow, simple).
         cache_cls: :class:`~minitfm.cache.KVCache` or :class:`~minitfm.cache.ConcatKVCache`.
         return_logits: also return the raw (B, N, V) logits of every step.
@@ -201,13 +216,14 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     whose modules it does not know, runs every step through its modules.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
-    eos_id, pad_id = _special_ids(model, eos_id, pad_id)
+    eos_id, pad_id, fill_id = _special_ids(model, eos_id, pad_id)
     _check_sampling_args(processors, do_sample, generator)
+    valid = _prompt_valid(model, prompt, pad_id, prompt_mask)
     if not do_sample and any(isinstance(p, (Temperature, TopK, TopP)) for p in processors):
         warnings.warn("Temperature, TopK and TopP never change the argmax; pass do_sample=True to sample",
                       stacklevel=2)
-    return _for_inference(model, _generate_loop, prompt, max_new_tokens, src, processors, do_sample, generator,
-                          eos_id, pad_id, use_cache, cache_cls, return_logits, clock)
+    return _for_inference(model, _generate_loop, prompt, valid, max_new_tokens, src, processors, do_sample,
+                          generator, eos_id, fill_id, use_cache, cache_cls, return_logits, clock)
 
 
 def _for_inference(model, loop, *args):
@@ -226,9 +242,9 @@ def _for_inference(model, loop, *args):
                                        if isinstance(getattr(out, f.name), torch.Tensor)})
 
 
-def _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, generator,
-                   eos_id, pad_id, use_cache, cache_cls, return_logits, clock) -> GenerationOutput:
-    tokens, valid = prompt, _prompt_valid(model, prompt, pad_id)
+def _generate_loop(model, prompt, valid, max_new_tokens, src, processors, do_sample, generator,
+                   eos_id, fill_id, use_cache, cache_cls, return_logits, clock) -> GenerationOutput:
+    tokens = prompt
     next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls)
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
     step_times, all_logits = [], []
@@ -236,7 +252,7 @@ def _generate_loop(model, prompt, max_new_tokens, src, processors, do_sample, ge
         start = clock()
         logits = next_logits(tokens, valid)  # (B, V)
         chosen = _choose(logits, tokens, processors, do_sample, generator)  # (B,)
-        chosen = chosen.masked_fill(finished, pad_id)  # a row that stopped only pads
+        chosen = chosen.masked_fill(finished, fill_id)  # a row that stopped only pads
         tokens = torch.cat([tokens, chosen[:, None]], dim=1)  # (B, T) -> (B, T + 1)
         valid = torch.cat([valid, ~finished[:, None]], dim=1)
         finished = finished | (chosen == eos_id)
@@ -275,7 +291,8 @@ class BeamSearchOutput:
 
 def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: int = 4,
                 length_penalty: float = 1.0, src: torch.Tensor | None = None, eos_id: int | None = None,
-                pad_id: int | None = None, use_cache: bool = True, cache_cls=KVCache) -> BeamSearchOutput:
+                pad_id: int | None = None, use_cache: bool = True, cache_cls=KVCache,
+                prompt_mask: torch.Tensor | None = None) -> BeamSearchOutput:
     """Keep the ``num_beams`` most likely continuations of every row, and a list of finished ones.
 
     A hypothesis is scored by its summed log-probability divided by ``length ** length_penalty``
@@ -308,15 +325,16 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
         raise TypeError(f"length_penalty must be a float, got {type(length_penalty).__name__}")
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty}")
-    eos_id, pad_id = _special_ids(model, eos_id, pad_id)
-    return _for_inference(model, _beam_loop, prompt, max_new_tokens, num_beams, float(length_penalty), src,
-                          eos_id, pad_id, use_cache, cache_cls)
+    eos_id, pad_id, fill_id = _special_ids(model, eos_id, pad_id)
+    valid = _prompt_valid(model, prompt, pad_id, prompt_mask)
+    return _for_inference(model, _beam_loop, prompt, valid, max_new_tokens, num_beams, float(length_penalty), src,
+                          eos_id, fill_id, use_cache, cache_cls)
 
 
-def _beam_loop(model, prompt, max_new_tokens, k, length_penalty, src, eos_id, pad_id, use_cache, cache_cls):
+def _beam_loop(model, prompt, valid, max_new_tokens, k, length_penalty, src, eos_id, pad_id, use_cache, cache_cls):
     b, p = prompt.shape
     n, device, width = max_new_tokens, prompt.device, prompt.shape[1] + max_new_tokens
-    valid = _prompt_valid(model, prompt, pad_id).repeat_interleave(k, dim=0)  # (B, P) -> (B K, P)
+    valid = valid.repeat_interleave(k, dim=0)  # (B, P) -> (B K, P)
     tokens = prompt.repeat_interleave(k, dim=0)  # (B, P) -> (B K, P): the live beams
     src = None if src is None else src.repeat_interleave(k, dim=0)  # (B, S) -> (B K, S)
     next_logits = _NextLogits(model, src, b * k, width, use_cache, cache_cls)

@@ -126,7 +126,7 @@ class LeanDecoder:
         self.layers = [_Layer(block) for block in model.layers]
         self.final_norm = _norm(model.final_norm)
         self.lm_head = model.lm_head.weight
-        self.embed_scale = math.sqrt(c.d_model)
+        self.embed_scale = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
         self._no_bias = self.lm_head.new_zeros(1, 1, 1)  # baddbmm's (ignored, beta = 0) addend
         self.additive_positions = model.pos_emb is not None
         self.rotations = None

@@ -100,7 +100,9 @@ class _Transformer(nn.Module):
         if positions.shape[-1] != t or (positions.dim() == 2 and positions.shape[0] not in (1, b)):
             raise ValueError(f"positions must have shape (T,) = ({t},) or (B, T) = ({b}, {t}) like the tokens, "
                              f"got {tuple(positions.shape)}")
-        x = self.tok_emb(tokens) * math.sqrt(self.config.d_model)  # (B, T) -> (B, T, D)
+        x = self.tok_emb(tokens)  # (B, T) -> (B, T, D)
+        if self.config.scale_embeddings:
+            x = x * math.sqrt(self.config.d_model)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
         return self.emb_dropout(x) if self.training else x
@@ -202,6 +204,8 @@ class EncoderDecoder(_Transformer):
     def __init__(self, config: ModelConfig):
         super().__init__(config)
         c = self.config
+        if c.pad_id is None:
+            raise ValueError("an EncoderDecoder masks source padding by pad_id: give the config a pad_id, got None")
         self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(c, cross_attention=True) for _ in range(c.n_decoder_layers))
         self.encoder_norm = self._final_norm()

@@ -1,0 +1,295 @@
+"""minitfm.pretrained: GPT-2 and Llama checkpoints against Hugging Face transformers, offline.
+
+Every model here is built by transformers from a config with random weights and saved with save_pretrained:
+nothing is downloaded (HF_HUB_OFFLINE=1). Weights are drawn with initializer_range=0.15 (GPT-2 uses 0.02) so that logits reach
+3-5 and the greedy choice is far from ties; the tolerance 1e-5 is on fp32 logits. Over every family, 3 seeds
+and 60 positions the largest difference seen was 3e-6 (2e-5 with initializer_range=0.3, where the
+activations grow large enough that float rounding in 2 layers reaches 1e-5).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+transformers.logging.set_verbosity_error()
+
+import minitfm  # noqa: E402
+from minitfm import pretrained as P  # noqa: E402
+
+TOL = 1e-5
+VOCAB = 97
+
+
+def gpt2_config(**overrides):
+    base = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=128, bos_token_id=VOCAB - 1,
+                eos_token_id=VOCAB - 1, initializer_range=0.15)
+    return transformers.GPT2Config(**{**base, **overrides})
+
+
+def llama_config(**overrides):
+    base = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=40, vocab_size=VOCAB, max_position_embeddings=128, rope_theta=500.0,
+                initializer_range=0.15, rms_norm_eps=1e-5)
+    return transformers.LlamaConfig(**{**base, **overrides})
+
+
+def build(config, seed=0):
+    torch.manual_seed(seed)
+    cls = {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
+           "mistral": transformers.MistralForCausalLM}[config.model_type]
+    return cls(config).eval()
+
+
+def saved(model, tmp_path, name="hf", **kwargs):
+    folder = tmp_path / name
+    model.save_pretrained(folder, **kwargs)
+    return folder
+
+
+FAMILIES = {
+    "gpt2": lambda: gpt2_config(),
+    "gpt2-untied": lambda: gpt2_config(tie_word_embeddings=False),
+    "llama-gqa": lambda: llama_config(),
+    "llama-tied-mha-bias": lambda: llama_config(num_key_value_heads=4, tie_word_embeddings=True,
+                                                attention_bias=True, mlp_bias=True),
+    "llama-linear-rope": lambda: llama_config(rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    "mistral": lambda: transformers.MistralConfig(**{**llama_config().to_dict(), "model_type": "mistral",
+                                                     "sliding_window": None}),
+}
+
+
+@pytest.fixture(params=sorted(FAMILIES))
+def pair(request, tmp_path):
+    """(transformers model, the same checkpoint loaded into minitfm, checkpoint folder)."""
+    hf = build(FAMILIES[request.param]())
+    folder = saved(hf, tmp_path)
+    return hf, P.load(folder), folder
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("shape", [(1, 1), (1, 9), (3, 40)])
+def test_logits_match_transformers(pair, shape):
+    hf, model, _ = pair
+    tokens = torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(shape[1]))
+    want, got = hf(tokens).logits, model(tokens)
+    assert want.abs().max() > 1.0  # logits of a size that makes 1e-5 a real test
+    assert (want - got).abs().max() <= TOL
+
+
+@torch.no_grad()
+def test_padded_batch_and_causal_prefix_match(pair):
+    hf, model, _ = pair
+    tokens = torch.randint(0, VOCAB, (3, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, :5], mask[2, :11] = False, False  # left padding
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    want = hf(tokens, attention_mask=mask.long(), position_ids=positions).logits
+    got = model(tokens, key_mask=mask)
+    assert (want - got)[mask].abs().max() <= TOL  # real positions; padding rows are undefined in both
+    alone = model(tokens[2:, 11:])  # a padded row computes what its unpadded prompt computes
+    assert (got[2:, 11:] - alone).abs().max() <= TOL
+    prefix = model(tokens[:1, :10])  # causal: a prefix's logits do not depend on what follows
+    assert (prefix - got[:1, :10]).abs().max() <= TOL
+
+
+def hf_generate(hf, prompt, n, **kwargs):
+    return hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                       eos_token_id=None, pad_token_id=0, **kwargs)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_generation_identical(pair, use_cache):
+    hf, model, _ = pair
+    prompt = torch.tensor([[5, 0, 17, 42, 8]])  # holds id 0, which transformers would take for padding without a mask
+    want = hf_generate(hf, prompt, 50, do_sample=False)
+    got = minitfm.generate(model, prompt, 50, eos_id=-1, use_cache=use_cache).tokens
+    assert torch.equal(want, got)
+
+
+def test_sampled_generation_identical(pair):
+    hf, model, _ = pair
+    prompt = torch.tensor([[3, 14, 15, 92]])
+    for seed in (0, 1, 2):
+        # Both draw with torch.multinomial from the global generator, one draw per step, from softmax(logits).
+        torch.manual_seed(seed)
+        want = hf_generate(hf, prompt, 50, do_sample=True, top_k=0, top_p=1.0, temperature=1.0)
+        torch.manual_seed(seed)
+        got = minitfm.generate(model, prompt, 50, eos_id=-1, do_sample=True).tokens
+        assert torch.equal(want, got)
+
+
+def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path):
+    hf, model, folder = pair
+    out = P.save_pretrained(model, tmp_path / "export")
+    again = P.load(out)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, again.state_dict()[key]), key
+    original = P.read_state_dict(folder)
+    exported = P.read_state_dict(out)
+    for key, value in exported.items():  # the published layouts come back to the bit
+        assert torch.equal(value, original[key]), key
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    tokens = torch.randint(0, VOCAB, (2, 30), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (reloaded(tokens).logits - model(tokens)).abs().max() <= TOL
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_a_minitfm_model_exports_to_transformers(family, tmp_path):
+    if family == "gpt2":
+        config = minitfm.ModelConfig(vocab_size=VOCAB, d_model=32, n_heads=4, n_layers=2, max_seq_len=64, norm="layer",
+                                     pos="learned", ffn="gelu_tanh", scale_embeddings=False, pad_id=None,
+                                     bos_id=VOCAB - 1, eos_id=VOCAB - 1)
+    else:
+        config = minitfm.ModelConfig.small_lm(vocab_size=VOCAB, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2,
+                                              max_seq_len=64, scale_embeddings=False)
+    torch.manual_seed(0)
+    model = minitfm.DecoderOnlyLM(config).eval()
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(P.save_pretrained(model, tmp_path / "m")).eval()
+    tokens = torch.randint(0, VOCAB, (2, 20), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert (reloaded(tokens).logits - model(tokens)).abs().max() <= TOL
+
+
+def test_pytorch_bin_and_original_gpt2_key_names_load(tmp_path):
+    hf = build(gpt2_config())
+    folder = saved(hf, tmp_path, safe_serialization=False) if "safe_serialization" in \
+        transformers.PreTrainedModel.save_pretrained.__code__.co_varnames else None
+    if folder is None or not (folder / "pytorch_model.bin").exists():
+        folder = tmp_path / "bin"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(hf.config.to_dict()))
+        torch.save(hf.state_dict(), folder / "pytorch_model.bin")
+    tokens = torch.randint(0, VOCAB, (1, 12))
+    with torch.no_grad():
+        assert (P.load(folder)(tokens) - hf(tokens).logits).abs().max() <= TOL
+    # OpenAI's files name tensors without "transformer." and keep the causal-mask buffers: both are accepted
+    state = {k.removeprefix("transformer."): v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
+    state["h.0.attn.bias"] = torch.ones(1, 1, 128, 128).tril()
+    config = P.config_from_hf(hf.config.to_dict())
+    converted = P.to_minitfm(state, config)
+    assert torch.equal(converted["layers.0.self_attn.q_proj.weight"], hf.transformer.h[0].attn.c_attn.weight[:, :32].t())
+
+
+def test_conventions_are_one_table():
+    table = P.conventions_table()
+    assert table.count("\n") == len(P.CONVENTIONS) + 1
+    for word in ("Conv1D", "c_attn", "rotate", "sqrt(D)", "tie", "eps", "gelu_new", "rope_theta"):
+        assert word in table
+
+
+def test_rotate_half_permutation_is_the_math_not_a_new_model():
+    d_head, heads = 8, 3
+    perm = P.rotate_half_permutation(d_head)
+    assert perm.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    weight = torch.randn(heads * d_head, 5)
+    assert torch.equal(P.to_rotate_half(P.from_rotate_half(weight, heads), heads), weight)
+    # rotating halves at position m equals rotating adjacent pairs of the permuted vector at m
+    q = torch.randn(1, 1, 6, d_head)
+    rope = minitfm.RotaryEmbedding(d_head, base=100.0)
+    angles = rope.angles(torch.arange(6))  # (T, Dh/2)
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    rotate_half = torch.cat([-q[..., d_head // 2:], q[..., : d_head // 2]], -1)
+    hf_rotated = q * cos + rotate_half * sin
+    assert torch.allclose(rope(q[..., perm]), hf_rotated[..., perm], atol=1e-6)
+
+
+def test_split_fused_qkv_matches_conv1d():
+    hf = build(gpt2_config())
+    attn = hf.transformer.h[0].attn.c_attn
+    x = torch.randn(4, 32)
+    q, k, v = P.split_fused_qkv(attn.weight, 32)
+    qb, kb, vb = P.split_fused_qkv(attn.bias, 32)
+    with torch.no_grad():
+        fused = attn(x)
+        assert torch.allclose(torch.cat([x @ q.T + qb, x @ k.T + kb, x @ v.T + vb], -1), fused, atol=1e-6)
+    assert torch.equal(P.fuse_qkv(q, k, v), attn.weight) and torch.equal(P.fuse_qkv(qb, kb, vb), attn.bias)
+
+
+# ---- tokenizers ------------------------------------------------------------------------------------------------
+
+TEXTS = ["Hello world, hello Transformer!", "  spaces   and\ttabs\nnewlines", "注意力 is attention: 掩码.",
+         "numbers 12345 and 3.14", "it's don't we'll", "<|endoftext|> marks the end"]
+
+
+def test_gpt2_tokenizer_files_load_into_minitfm_bpe_with_the_same_ids(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from minitfm import bpe
+    from minitfm.bpe_tokenizer import Tokenizer
+
+    corpus = " ".join(TEXTS * 20) + " the cat sat on the mat and the dog ran to the park " * 30
+    vocab, merges = bpe.train_bpe(corpus, 300, special_tokens=["<|endoftext|>"])
+    Tokenizer(vocab, merges, ["<|endoftext|>"]).save(tmp_path)
+    ours = P.load_tokenizer(tmp_path)
+    theirs = tokenizers.ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=theirs._tokenizer)
+    for text in TEXTS:
+        ids = ours.encode(text.replace("<|endoftext|>", ""))
+        want = theirs.encode(text.replace("<|endoftext|>", "")).ids
+        assert ids and ids == want  # really encodes: a non-empty list, the same ids
+        assert fast(text.replace("<|endoftext|>", ""))["input_ids"] == ids
+        assert ours.decode(ids) == text.replace("<|endoftext|>", "")
+
+
+# ---- bad checkpoints -------------------------------------------------------------------------------------------
+
+def test_bad_checkpoints_get_clear_errors(tmp_path):
+    hf = build(gpt2_config())
+    config = P.config_from_hf(hf.config.to_dict())
+    state = dict(hf.state_dict())
+    with pytest.raises(ValueError, match="model_type 'gpt2'.*got model_type='bert'"):
+        P.config_from_hf({"model_type": "bert", "hidden_size": 32})
+    with pytest.raises(TypeError, match="dict of a config.json"):
+        P.family_of("gpt2")
+    broken = {k: v for k, v in state.items() if k != "transformer.h.1.mlp.c_fc.bias"}
+    with pytest.raises(ValueError, match=r"missing \['transformer.h.1.mlp.c_fc.bias'\] \(1 keys\), unexpected \[\]"):
+        P.to_minitfm(broken, config)
+    with pytest.raises(ValueError, match=r"unexpected \['transformer.h.2.ln_1.weight'\]"):
+        P.to_minitfm({**state, "transformer.h.2.ln_1.weight": torch.ones(32)}, config)
+    wrong = {**state, "transformer.wpe.weight": torch.zeros(64, 32)}
+    with pytest.raises(ValueError, match=r"transformer.wpe.weight has shape \(64, 32\).*expects \(128, 32\)"):
+        P.to_minitfm(wrong, config)
+    untied = {**state, "lm_head.weight": torch.zeros(VOCAB, 32)}
+    with pytest.raises(ValueError, match="ties the output head"):
+        P.to_minitfm(untied, config)
+    with pytest.raises(ValueError, match="activation_function='swish'"):
+        P.config_from_hf({**hf.config.to_dict(), "activation_function": "swish"})
+    with pytest.raises(ValueError, match="sliding_window=4096"):
+        P.config_from_hf({**llama_config().to_dict(), "model_type": "mistral", "sliding_window": 4096})
+    with pytest.raises(ValueError, match="rope_type='yarn'"):
+        P.config_from_hf({**llama_config().to_dict(), "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}})
+    with pytest.raises(ValueError, match="eos_token_id=50256 is not an id of the vocabulary"):
+        P.config_from_hf({**hf.config.to_dict(), "eos_token_id": 50256})
+    with pytest.raises(ValueError, match="has no config.json"):
+        P.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(hf.config.to_dict()))
+    with pytest.raises(ValueError, match="holds no weights: expected model.safetensors"):
+        P.load(tmp_path)
+    with pytest.raises(ValueError, match="lacks \\['vocab.json', 'merges.txt'\\]"):
+        P.load_tokenizer(tmp_path)
+    with pytest.raises(ValueError, match="matches neither GPT-2.*nor Llama"):
+        P.save_pretrained(minitfm.DecoderOnlyLM(minitfm.ModelConfig.tiny()), tmp_path / "x")
+    with pytest.raises(TypeError, match="must be a DecoderOnlyLM"):
+        P.save_pretrained(hf, tmp_path / "x")
+
+
+def test_loading_by_name_offline_says_so_without_a_hub_traceback(monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConnectionError, match="could not fetch 'minitfm-no-such/model'.*HF_HUB_OFFLINE is set") as info:
+        P.from_pretrained("minitfm-no-such/model")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_import_minitfm_stays_light():
+    code = "import sys, minitfm; print(sorted(m for m in ('transformers', 'safetensors', 'huggingface_hub') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
