@@ -73,7 +73,7 @@ __version__ = "0.1.0"
 _LAZY_SUBMODULES = {
     "plotting", "explorers", "static_explorers", "explorer_data", "debugging", "activations", "precision",
     "experiment_log", "memory", "corpus", "tokenizer", "small_lm", "text_metrics", "vision", "windows",
-    "channel_attention", "moe", "exercises", "scale", "distributed", "diagrams", "bpe", "bpe_tokenizer", "bpe_files",
+    "channel_attention", "moe", "exercises", "scale", "distributed", "diagrams", "bpe", "bpe_tokenizer", "bpe_files", "pretrained",
 }
 
 
