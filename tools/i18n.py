@@ -18,13 +18,36 @@ changes the tool can say which file, which cell, what the English was and what i
     python tools/i18n.py stale [FILE...]    # the stale entries, with the old and the new English
 
 A translator edits ``zh`` (and, after checking the new English, copies it into ``en``); nothing else in
-the file needs touching. Math, code spans, link targets and anchors of a translation must be those of
-its English (as sets): :func:`invariant_problems` checks them.
+the file needs touching. Math, code spans, link targets, anchors and the heading levels of a translation
+must be those of its English (as sets): :func:`invariant_problems` checks them.
+
+A figure's alt text is English prose too, but it lives in its code cell's metadata
+(``mystnb.image.alt``), not in Markdown: it has its own entry, keyed ``<cell id>/alt``.
+
+The Chinese edition is written from the English files and the translations, never edited by hand::
+
+    python tools/i18n.py sync               # extract, then write everything below (the one command)
+    python tools/i18n.py notebooks          # zh_CN/notebooks/NAME.ipynb: the English notebook, Markdown
+                                            #   (and figure alt texts) in Chinese, code and outputs identical
+    python tools/i18n.py pages              # zh_CN/book/NAME.md: the book pages in Chinese
+    python tools/i18n.py readme             # README.zh-CN.md
+    python tools/i18n.py site [OUT]         # the Chinese Jupyter Book source tree (default _build/zh_src),
+                                            #   which tools/build_book.sh builds into _build/html/zh_CN/
+
+Each of these refuses, listing the problems, while a translation is missing, stale or breaks an
+invariant; ``--allow-missing`` puts the English in such an entry's place instead (for development only:
+never commit an edition written with it). ``check`` (no file arguments) also reports a zh_CN/ file or
+README.zh-CN.md that is not what ``sync`` would write.
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import hashlib
+import json
+import os
+import shutil
 import re
 import sys
 from dataclasses import dataclass, field
@@ -114,9 +137,36 @@ def notebook_entries(nb) -> list[tuple[str, str]]:
     return [(cell.id, cell.source) for cell in nb.cells if cell.cell_type == "markdown"]
 
 
+ALT = "/alt"  # key suffix of a figure's alt text: "<cell id>/alt"
+
+
+def figure_alt(cell) -> str:
+    """The alt text MyST-NB gives a code cell's figures (``metadata.mystnb.image.alt``), or ''."""
+    image = (cell.get("metadata", {}).get("mystnb") or {}).get("image") or {}
+    alt = image.get("alt") if isinstance(image, dict) else None
+    return alt if isinstance(alt, str) else ""
+
+
+def figure_alt_entries(nb) -> list[tuple[str, str]]:
+    """(cell id + "/alt", alt text) for every code cell whose figures have an alt text."""
+    return [(cell.id + ALT, figure_alt(cell)) for cell in nb.cells
+            if cell.cell_type == "code" and figure_alt(cell).strip()]
+
+
+def translatable_entries(nb) -> list[tuple[str, str]]:
+    """Every piece of English prose of a notebook, in cell order: Markdown cells and figure alt texts."""
+    entries = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            entries.append((cell.id, cell.source))
+        elif cell.cell_type == "code" and figure_alt(cell).strip():
+            entries.append((cell.id + ALT, figure_alt(cell)))
+    return entries
+
+
 def source_entries(source: Path) -> list[tuple[str, str]]:
     if source.suffix == ".ipynb":
-        return notebook_entries(nbformat.read(source, as_version=4))
+        return translatable_entries(nbformat.read(source, as_version=4))
     return page_entries(source.read_text(encoding="utf-8"))
 
 
@@ -196,8 +246,21 @@ _LABEL = re.compile(r"^\((.+?)\)=\s*$", re.M)
 _FENCED = re.compile(r"^(\s*)(`{3,}|~{3,})(.*?)$\n(.*?)^\1\2\s*$", re.S | re.M)
 
 
+@functools.lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
+
+
+def heading_levels(text: str) -> list[int]:
+    """The level of every Markdown heading (CommonMark: none inside code fences), in order."""
+    return [int(t.tag[1]) for t in _markdown().parse(text) if t.type == "heading_open"]
+
+
 def invariants(text: str) -> dict[str, set]:
-    """What a translation must keep exactly: math, code spans, link targets, anchors, code blocks."""
+    """What a translation must keep exactly: math, code spans, link targets, anchors, code blocks, and the
+    levels of its headings in order (the Chinese site gives each heading the anchor of its English one)."""
     code_blocks = set()
 
     def keep_code(m):
@@ -219,6 +282,7 @@ def invariants(text: str) -> dict[str, set]:
         "code blocks": code_blocks,
         "links": set(_LINK.findall(rest)),
         "anchors": set(_ANCHOR.findall(rest)) | set(_LABEL.findall(rest)),
+        "heading levels": {" ".join(f"h{n}" for n in levels)} if (levels := heading_levels(text)) else set(),
     }
 
 
@@ -287,52 +351,439 @@ def translate_text(source: Path, root: Path = ROOT) -> dict[str, str]:
     return {k: tr[k].zh for k, _ in source_entries(source)}
 
 
+# ---- the Chinese edition -------------------------------------------------------------------------------
+# zh_CN/ mirrors the repository's layout, so that every relative link of the English resolves in the Chinese
+# edition to the Chinese page: zh_CN/notebooks/02_masks.ipynb links to 01_attention.ipynb (the Chinese
+# chapter next to it) and to ../book/glossary.md (zh_CN/book/glossary.md, the Chinese glossary).
+README_ZH = "README.zh-CN.md"
+README_BACKLINK = "[English README](README.md) · 简体中文 · 中文版网站：构建后打开 `_build/html/zh_CN/index.html`"
+EDITION_DIRS = ("notebooks", "book")  # the folders of zh_CN/ the edition writes (and cleans)
+
+# Strings of the Chinese site that no English page holds (the English are in _config.yml and _toc.yml).
+ZH_SITE = {
+    "title": "minitfm：动手构建 Transformer，实测每一条论断",
+    "captions": {"Start here": "从这里开始", "Chapters": "章节", "Reference": "参考资料"},
+    "search_bar_text": "搜索本书……",
+    "extra_footer": "<p>代码以 MIT 许可证发布。本书的每一页，连同其中的数学公式、小部件和探索器，都由本站自己提供；"
+                    "不从任何 CDN 加载内容。</p>\n",
+    "nb_code_prompt_show": "显示代码",
+    "nb_code_prompt_hide": "隐藏代码",
+    "togglebutton_hint": "点击显示",
+    "togglebutton_hint_hide": "点击隐藏",
+}
+# The language switch of each edition's pages (book/_ext/minitfm_i18n.py): where the other edition's root is,
+# relative to this edition's root, and how the link reads. The English one is set in _config.yml.
+ZH_OTHER_EDITION = {"root": "../", "lang": "en", "label": "English", "title": "Read this page in English"}
+
+
+class IncompleteTranslation(ValueError):
+    """Raised by the edition writers while a translation is missing, stale or breaks an invariant."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        shown = "\n  ".join(map(str, problems[:40]))
+        more = f"\n  ... and {len(problems) - 40} more" if len(problems) > 40 else ""
+        super().__init__(f"{len(problems)} translation problem(s); fix them (python tools/i18n.py check), or pass "
+                         f"--allow-missing to use the English in their place (development only):\n  {shown}{more}")
+
+
+def edition_path(source: Path, root: Path = ROOT) -> Path:
+    """``notebooks/02_masks.ipynb`` -> ``zh_CN/notebooks/02_masks.ipynb``; ``README.md`` -> ``README.zh-CN.md``."""
+    rel = source.resolve().relative_to(root.resolve())
+    if rel.as_posix() == "README.md":
+        return root / README_ZH
+    return root / LANG / rel
+
+
+def chinese_text(source: Path, root: Path = ROOT, allow_missing: bool = False) -> tuple[dict[str, str], list[Problem]]:
+    """key -> the text the Chinese edition uses for each entry of ``source``, and the translation's problems.
+
+    Raises :class:`IncompleteTranslation` if there are problems, unless ``allow_missing``: then an entry that
+    is missing, stale or breaks an invariant gets its English.
+    """
+    problems = problems_of(source, root)
+    if problems and not allow_missing:
+        raise IncompleteTranslation(problems)
+    path = translation_path(source, root)
+    tr = read_translation(path).by_key() if path.exists() else {}
+    bad = {p.key for p in problems if p.kind in ("missing", "stale", "invariant")}
+    text = {}
+    for key, en in source_entries(source):
+        entry = tr.get(key)
+        text[key] = en if key in bad or entry is None or not entry.zh.strip() else entry.zh
+    return text, problems
+
+
+def chinese_notebook(source: Path, root: Path = ROOT, allow_missing: bool = False):
+    """The English notebook with its Markdown cells and figure alt texts in Chinese; all else identical."""
+    nb = nbformat.read(source, as_version=4)
+    text, _ = chinese_text(source, root, allow_missing)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = text[cell.id]
+        elif cell.cell_type == "code" and cell.id + ALT in text:
+            cell.metadata["mystnb"]["image"]["alt"] = text[cell.id + ALT]
+    return nb
+
+
+def notebook_text(nb) -> str:
+    """A notebook's file contents exactly as ``nbformat.write`` writes them."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def chinese_page(source: Path, root: Path = ROOT, allow_missing: bool = False) -> str:
+    """A book page in Chinese: its blocks' translations, joined by blank lines."""
+    text, _ = chinese_text(source, root, allow_missing)
+    blocks = [text[key].strip("\n") for key, _ in page_entries(source.read_text(encoding="utf-8"))]
+    return "\n\n".join(blocks) + "\n"
+
+
+def chinese_readme(root: Path = ROOT, allow_missing: bool = False) -> str:
+    """README.zh-CN.md: a line linking back to README.md, then the README's blocks in Chinese.
+
+    The README's own line that links to README.zh-CN.md is left out (the back-link stands in its place).
+    """
+    source = root / "README.md"
+    text, _ = chinese_text(source, root, allow_missing)
+    blocks = [README_BACKLINK]
+    for key, en in page_entries(source.read_text(encoding="utf-8")):
+        if invariants(en)["links"] == {README_ZH}:
+            continue
+        blocks.append(text[key].strip("\n"))
+    return "\n\n".join(blocks) + "\n"
+
+
+def edition_files(root: Path = ROOT, allow_missing: bool = False) -> dict[Path, str]:
+    """Every file of the Chinese edition (zh_CN/notebooks, zh_CN/book, README.zh-CN.md) -> its contents.
+
+    Collects the problems of every source first, so that a refusal lists them all.
+    """
+    sources = notebook_sources(root) + page_sources(root)
+    if not allow_missing:
+        problems = [p for s in sources for p in problems_of(s, root)]
+        if problems:
+            raise IncompleteTranslation(problems)
+    files = {}
+    for source in sources:
+        if source.suffix == ".ipynb":
+            files[edition_path(source, root)] = notebook_text(chinese_notebook(source, root, allow_missing))
+        elif source.name == "README.md" and source.parent.resolve() == root.resolve():
+            files[edition_path(source, root)] = chinese_readme(root, allow_missing)
+        else:
+            files[edition_path(source, root)] = chinese_page(source, root, allow_missing)
+    return files
+
+
+def _write_if_changed(path: Path, text: str | bytes) -> bool:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return True
+
+
+def _stray_files(root: Path, files: dict[Path, str]) -> list[Path]:
+    """Files in zh_CN/notebooks and zh_CN/book that no English source writes any more."""
+    wanted = {p.resolve() for p in files}
+    found = []
+    for folder in EDITION_DIRS:
+        for path in sorted((root / LANG / folder).glob("*")):
+            if path.is_file() and path.suffix in (".ipynb", ".md") and path.resolve() not in wanted:
+                found.append(path)
+    return found
+
+
+def write_edition(root: Path = ROOT, allow_missing: bool = False, only: tuple[str, ...] = ()) -> list[Path]:
+    """Write the Chinese edition (or the files under the ``only`` prefixes); returns the files it changed."""
+    files = edition_files(root, allow_missing)
+    rel = lambda p: p.resolve().relative_to(root.resolve()).as_posix()  # noqa: E731
+    if only:
+        files = {p: t for p, t in files.items() if rel(p).startswith(only)}
+    changed = [p for p, text in files.items() if _write_if_changed(p, text)]
+    for path in _stray_files(root, edition_files(root, True) if only else files):
+        if not only or rel(path).startswith(only):
+            path.unlink()
+            changed.append(path)
+    return changed
+
+
+def edition_problems(root: Path = ROOT) -> list[str]:
+    """Files of the Chinese edition that are not what ``sync`` writes from the current translations.
+
+    (Compared with the edition written with ``allow_missing``: where every translation is complete and
+    current, that is the edition itself.)
+    """
+    files = edition_files(root, allow_missing=True)
+    found = []
+    for path, text in files.items():
+        name = path.relative_to(root).as_posix()
+        if not path.is_file():
+            found.append(f"{name}: missing (run: python tools/i18n.py sync)")
+        elif path.read_text(encoding="utf-8") != text:
+            found.append(f"{name}: not current (run: python tools/i18n.py sync)")
+    found.extend(f"{p.relative_to(root).as_posix()}: no English source (run: python tools/i18n.py sync)"
+                 for p in _stray_files(root, files))
+    return found
+
+
+def notebook_differences(english, chinese, expected: dict[str, str] | None = None) -> list[str]:
+    """How a Chinese notebook differs from its English one, beyond its Markdown and figure alt texts.
+
+    Cell ids, cell types, code, outputs, execution counts and metadata (but a figure's alt text) must be
+    identical, and so must the notebook's metadata. With ``expected`` (key -> text, as from
+    :func:`chinese_text`), each Markdown cell and alt text must also be that text.
+    """
+    found = []
+    if english.metadata != chinese.metadata:
+        found.append("notebook metadata differs")
+    en_ids = [(c.get("id"), c.cell_type) for c in english.cells]
+    zh_ids = [(c.get("id"), c.cell_type) for c in chinese.cells]
+    if en_ids != zh_ids:
+        return found + [f"cells differ: English {en_ids!r:.200}, Chinese {zh_ids!r:.200}"]
+
+    def without_alt(metadata):
+        metadata = copy.deepcopy(dict(metadata))
+        if isinstance((metadata.get("mystnb") or {}).get("image"), dict):
+            metadata["mystnb"]["image"].pop("alt", None)
+        return metadata
+
+    for en, zh in zip(english.cells, chinese.cells):
+        where = f"cell {en.get('id')}"
+        if en.cell_type == "code":
+            if en.source != zh.source:
+                found.append(f"{where}: code differs")
+            if en.get("outputs") != zh.get("outputs"):
+                found.append(f"{where}: outputs differ")
+            if en.get("execution_count") != zh.get("execution_count"):
+                found.append(f"{where}: execution count {zh.get('execution_count')} instead of "
+                             f"{en.get('execution_count')}")
+            if without_alt(en.metadata) != without_alt(zh.metadata):
+                found.append(f"{where}: metadata differs")
+            if expected is not None and en.id + ALT in expected and figure_alt(zh) != expected[en.id + ALT]:
+                found.append(f"{where}: figure alt text is not its translation")
+        else:
+            if en.metadata != zh.metadata or en.get("attachments") != zh.get("attachments"):
+                found.append(f"{where}: metadata or attachments differ")
+            if en.cell_type == "markdown" and expected is not None and zh.source != expected.get(en.id):
+                found.append(f"{where}: Markdown is not its translation")
+            if en.cell_type == "raw" and en.source != zh.source:
+                found.append(f"{where}: raw cell differs")
+    return found
+
+
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:|^//")
+
+
+def link_problems(path: Path, text: str, edition_root: Path, exists) -> list[str]:
+    """Relative links of a file of the edition that do not resolve inside the edition (``exists(path)``)."""
+    found = []
+    for target in sorted(invariants(text)["links"]):
+        if _URL.match(target) or target.startswith("#"):
+            continue
+        rel = target.split("#")[0]
+        resolved = Path(os.path.normpath(path.parent / rel))
+        try:
+            resolved.relative_to(edition_root)
+        except ValueError:
+            found.append(f"{target}: leaves the Chinese edition ({edition_root.name}/)")
+            continue
+        if not exists(resolved):
+            found.append(f"{target}: no such file in the Chinese edition")
+    return found
+
+
+# ---- the Chinese site ----------------------------------------------------------------------------------
+
+def glossary_terms(root: Path = ROOT) -> list[str]:
+    """The Chinese names of the glossary's terms (the term base), for the search's word segmentation."""
+    text = (root / "book" / "glossary.md").read_text(encoding="utf-8")
+    body = text.split("```{glossary}", 1)[-1]
+    words: list[str] = []
+    for line in body.split("\n"):
+        if not line.strip() or line[0].isspace() or line.startswith("```"):
+            continue
+        line = re.sub(r"\s*[（(][^）)]*[）)]", "", line)
+        for part in re.split(r"[/、；;,，]|\s+", line):
+            part = part.strip()
+            if re.search(r"[\u4e00-\u9fff]", part) and part not in words:
+                words.append(part)
+    return words
+
+
+def _translated_toc(root: Path) -> str:
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    for part in toc.get("parts", []):
+        caption = part.get("caption")
+        if caption is not None:
+            if caption not in ZH_SITE["captions"]:
+                raise ValueError(f"_toc.yml caption {caption!r} has no Chinese in tools/i18n.py ZH_SITE['captions']")
+            part["caption"] = ZH_SITE["captions"][caption]
+    return ("# Generated by tools/i18n.py site from _toc.yml: the Chinese edition's table of contents.\n"
+            + yaml.dump(toc, allow_unicode=True, sort_keys=False))
+
+
+def _chinese_config(root: Path, out: Path, english_html: Path) -> str:
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config["title"] = ZH_SITE["title"]
+    config["repository"]["path_to_book"] = LANG  # launch buttons open zh_CN/notebooks/NAME.ipynb
+    config["html"]["extra_footer"] = ZH_SITE["extra_footer"]
+    config.setdefault("latex", {}).setdefault("latex_documents", {})["targetname"] = f"minitfm-{LANG}.tex"
+    sphinx = config["sphinx"]["config"]
+    sphinx["language"] = LANG
+    sphinx["html_search_language"] = "zh"  # Sphinx's Chinese search: jieba word segmentation
+    sphinx["html_search_options"] = {"dict": str((out / "_search_words.txt").resolve())}
+    sphinx["html_theme_options"]["search_bar_text"] = ZH_SITE["search_bar_text"]
+    sphinx["html_extra_path"] = [os.path.relpath(root / "_build" / "site_assets", out)]
+    for key in ("nb_code_prompt_show", "nb_code_prompt_hide", "togglebutton_hint", "togglebutton_hint_hide"):
+        sphinx[key] = ZH_SITE[key]
+    sphinx["minitfm_other_edition"] = ZH_OTHER_EDITION
+    sphinx["minitfm_heading_ids"] = os.path.relpath(english_html, out)
+    return ("# Generated by tools/i18n.py site from _config.yml: the Chinese edition (edit _config.yml or\n"
+            "# tools/i18n.py, never this file).\n" + yaml.dump(config, allow_unicode=True, sort_keys=False))
+
+
+def site_files(root: Path = ROOT, out: Path | None = None, allow_missing: bool = False,
+               english_html: Path | None = None) -> dict[Path, str | bytes]:
+    """The Chinese Jupyter Book source tree: relative path -> contents.
+
+    The Chinese notebooks and pages, a _toc.yml with Chinese captions, a _config.yml for ``language: zh_CN``
+    (Chinese title, search with jieba and the glossary's terms, launch buttons on zh_CN/notebooks/, the
+    English site's heading anchors), and the same extensions, static files, bibliography and favicon.
+    """
+    out = (out or root / "_build" / "zh_src").resolve()
+    english_html = (english_html or root / "_build" / "html").resolve()
+    files: dict[Path, str | bytes] = {}
+    for path, text in edition_files(root, allow_missing).items():
+        rel = path.resolve().relative_to((root / LANG).resolve()) if path.name != README_ZH else None
+        if rel is not None:
+            files[rel] = text
+    for folder in ("book/_ext", "_static", "notebooks/figures"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path.relative_to(root)] = path.read_bytes()
+    for name in ("book/references.bib", "book/favicon.svg"):
+        files[Path(name)] = (root / name).read_bytes()
+    files[Path("_toc.yml")] = _translated_toc(root)
+    files[Path("_config.yml")] = _chinese_config(root, out, english_html)
+    files[Path("_search_words.txt")] = "".join(f"{w}\n" for w in glossary_terms(root))
+    return files
+
+
+def write_site(root: Path = ROOT, out: Path | None = None, allow_missing: bool = False,
+               english_html: Path | None = None) -> list[Path]:
+    """Write the Chinese book's source tree to ``out`` (files that did not change keep their time stamps,
+    so that Sphinx rebuilds only what changed); returns the files it changed or removed."""
+    out = (out or root / "_build" / "zh_src").resolve()
+    files = site_files(root, out, allow_missing, english_html)
+    changed = [out / rel for rel, data in files.items() if _write_if_changed(out / rel, data)]
+    if out.is_dir():
+        for path in sorted(out.rglob("*")):
+            rel = path.relative_to(out)
+            if path.is_file() and rel.parts[0] != "_build" and "__pycache__" not in rel.parts and rel not in files:
+                path.unlink()
+                changed.append(path)
+    return changed
+
+
 # ---- command line --------------------------------------------------------------------------------------
 
-def _sources(args_files: list[str]) -> list[Path]:
+def _sources(args_files: list[str], root: Path = ROOT) -> list[Path]:
     if not args_files:
-        return notebook_sources() + page_sources()
+        return notebook_sources(root) + page_sources(root)
     return [Path(f).resolve() for f in args_files]
+
+
+def _rel(path: Path, root: Path) -> str:
+    path = path.resolve()
+    return path.relative_to(root.resolve()).as_posix() if path.is_relative_to(root.resolve()) else str(path)
+
+
+def _write_command(args, root: Path) -> int:
+    try:
+        if args.cmd == "site":
+            changed = write_site(root, Path(args.out).resolve() if args.out else None, args.allow_missing,
+                                 Path(args.english_html).resolve() if args.english_html else None)
+            where = _rel(Path(args.out).resolve() if args.out else root / "_build" / "zh_src", root)
+            print(f"Chinese book source tree: {where} ({len(changed)} file(s) changed)")
+            return 0
+        only = {"notebooks": (f"{LANG}/notebooks/",), "pages": (f"{LANG}/book/",), "readme": (README_ZH,),
+                "sync": ()}[args.cmd]
+        changed = write_edition(root, args.allow_missing, only)
+    except IncompleteTranslation as error:
+        print(f"i18n.py {args.cmd}: refused: {error}", file=sys.stderr)
+        return 1
+    for path in changed:
+        print(f"wrote {_rel(path, root)}" if path.exists() else f"removed {_rel(path, root)}")
+    print(f"Chinese edition: {len(changed)} file(s) changed"
+          + (" (English where a translation is missing or stale: do not commit this)" if args.allow_missing else ""))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", default=str(ROOT), help=argparse.SUPPRESS)  # a copy of the repository (tests)
     sub = parser.add_subparsers(dest="cmd", required=True)
     for name in ("extract", "status", "check", "stale"):
         p = sub.add_parser(name)
         p.add_argument("files", nargs="*", help="English sources (default: all)")
+    for name, what in (("sync", "extract, then write the whole Chinese edition"),
+                       ("notebooks", f"write {LANG}/notebooks/*.ipynb"), ("pages", f"write {LANG}/book/*.md"),
+                       ("readme", f"write {README_ZH}"), ("site", "write the Chinese Jupyter Book source tree")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("--allow-missing", action="store_true",
+                       help="English where a translation is missing, stale or broken (development only)")
+        if name == "site":
+            p.add_argument("out", nargs="?", help="folder (default: _build/zh_src)")
+            p.add_argument("--english-html", help="the built English site, whose heading anchors the Chinese "
+                                                  "pages keep (default: _build/html)")
     args = parser.parse_args(argv)
-    sources = _sources(args.files)
+    root = Path(args.root).resolve()
+    if args.cmd in ("sync", "notebooks", "pages", "readme", "site"):
+        if args.cmd == "sync":
+            for source in _sources([], root):
+                write_translation(translation_path(source, root), extract(source, root))
+            print(f"extract: {len(_sources([], root))} translation files current with the English")
+        return _write_command(args, root)
+    sources = _sources(args.files, root)
     if args.cmd == "extract":
         for source in sources:
-            tr = extract(source)
-            write_translation(translation_path(source), tr)
-            print(f"{translation_path(source).relative_to(ROOT)}: {len(tr.entries)} entries")
+            tr = extract(source, root)
+            write_translation(translation_path(source, root), tr)
+            print(f"{_rel(translation_path(source, root), root)}: {len(tr.entries)} entries")
         return 0
     if args.cmd == "status":
         for source in sources:
-            n = len(source_entries(source))
-            probs = problems_of(source)
+            entries = source_entries(source)
+            n, alts = len(entries), sum(k.endswith(ALT) for k, _ in entries)
+            probs = problems_of(source, root)
             count = {k: sum(p.kind == k for p in probs) for k in ("missing", "stale", "invariant")}
-            print(f"{source.relative_to(ROOT)}: {n} entries, {n - count['missing'] - count['stale']} translated, "
+            print(f"{_rel(source, root)}: {n} entries"
+                  + (f" ({alts} figure alt texts)" if alts else "")
+                  + f", {n - count['missing'] - count['stale']} translated, "
                   f"{count['missing']} missing, {count['stale']} stale, {count['invariant']} invariant problems")
         return 0
     if args.cmd == "stale":
         for source in sources:
-            path = translation_path(source)
+            path = translation_path(source, root)
             if not path.exists():
                 continue
             tr = read_translation(path).by_key()
             for key, en in source_entries(source):
                 entry = tr.get(key)
                 if entry and entry.zh.strip() and entry.en != en:
-                    print(f"== {source.relative_to(ROOT)} [{key}]\n-- was:\n{entry.en}\n-- is now:\n{en}\n")
+                    print(f"== {_rel(source, root)} [{key}]\n-- was:\n{entry.en}\n-- is now:\n{en}\n")
         return 0
-    probs = [p for s in sources for p in problems_of(s)]
+    probs = [p for s in sources for p in problems_of(s, root)]
     for p in probs:
         print(p)
-    print(f"{len(probs)} problem(s) in {len(sources)} file(s)")
-    return 1 if probs else 0
+    edition = [] if args.files else edition_problems(root)
+    for line in edition:
+        print(line)
+    print(f"{len(probs)} problem(s) in {len(sources)} file(s)"
+          + (f"; {len(edition)} file(s) of the Chinese edition not current" if edition else ""))
+    return 1 if probs or edition else 0
 
 
 if __name__ == "__main__":
