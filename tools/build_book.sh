@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Build the minitfm book into _build/html (open _build/html/index.html afterwards).
+# Build the minitfm book, both editions: English into _build/html, Chinese into _build/html/zh_CN
+# (open _build/html/index.html or _build/html/zh_CN/index.html afterwards; every page links to the
+# same page in the other language).
 #
-#   bash tools/build_book.sh            # incremental build
-#   bash tools/build_book.sh --all      # rebuild every page
+#   bash tools/build_book.sh                     # incremental build of both editions
+#   bash tools/build_book.sh --all               # rebuild every page
+#   bash tools/build_book.sh --lang en           # one edition only (en or zh_CN; the Chinese one needs
+#                                                #   the English site built before: it takes its anchors)
+#   bash tools/build_book.sh --zh-allow-missing  # English where a translation is missing or stale
+#                                                #   (development only: the published book has none)
 #
 # 1. Browser assets the site serves itself (no CDN): MathJax, RequireJS, the Jupyter widgets'
 #    HTML manager.  Exact versions are pinned in tools/site/package-lock.json and installed with
@@ -12,10 +18,30 @@
 # 2. `jupyter-book build . -W --keep-going`: any warning (broken cross-reference, missing image,
 #    notebook with an error output, missing asset) fails the build, after reporting them all.
 #    Notebooks are not executed (they are committed executed and checked by pytest/nbval).
+# 3. The Chinese edition: `python tools/i18n.py site` writes its Jupyter Book source tree into
+#    _build/zh_src/ (the Chinese notebooks and pages from locale/zh_CN/, a _config.yml with
+#    `language: zh_CN`, Chinese search, launch buttons on zh_CN/notebooks/), which is built the same
+#    way (-W --keep-going) and copied to _build/html/zh_CN/. It refuses while a translation is
+#    missing or stale, unless --zh-allow-missing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+
+LANGS="en zh_CN"
+ZH_FLAGS=()
+JB_ARGS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --lang) LANGS="$2"; shift 2 ;;
+    --lang=*) LANGS="${1#--lang=}"; shift ;;
+    --zh-allow-missing) ZH_FLAGS+=(--allow-missing); shift ;;
+    *) JB_ARGS+=("$1"); shift ;;
+  esac
+done
+for lang in $LANGS; do
+  [[ "$lang" == en || "$lang" == zh_CN ]] || { echo "build_book.sh: --lang en or zh_CN, not $lang" >&2; exit 2; }
+done
 
 SITE="tools/site"
 MODULES="$SITE/node_modules"
@@ -59,6 +85,21 @@ cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/
 mkdir -p _build/test_assets
 cp "$MODULES/axe-core/axe.min.js" "$MODULES/axe-core/LICENSE" _build/test_assets/
 
-start=$SECONDS
-jupyter-book build . -W --keep-going "$@"
-echo "build_book.sh: built _build/html in $((SECONDS - start)) s ($(du -sh _build/html | cut -f1)); open _build/html/index.html"
+if [[ " $LANGS " == *" en "* ]]; then
+  start=$SECONDS
+  jupyter-book build . -W --keep-going ${JB_ARGS[@]+"${JB_ARGS[@]}"}
+  echo "build_book.sh: built _build/html in $((SECONDS - start)) s; open _build/html/index.html"
+fi
+
+if [[ " $LANGS " == *" zh_CN "* ]]; then
+  start=$SECONDS
+  [[ -f _build/html/notebooks/01_attention.html ]] || {
+    echo "build_book.sh: the Chinese edition takes its heading anchors from the English site: build it first" >&2; exit 1; }
+  python tools/i18n.py site _build/zh_src ${ZH_FLAGS[@]+"${ZH_FLAGS[@]}"}
+  # Sphinx reads the Chinese book from _build/zh_src and writes it to _build/zh_out/_build/html
+  jupyter-book build _build/zh_src --path-output _build/zh_out -W --keep-going ${JB_ARGS[@]+"${JB_ARGS[@]}"}
+  rm -rf _build/html/zh_CN
+  cp -r _build/zh_out/_build/html _build/html/zh_CN
+  echo "build_book.sh: built _build/html/zh_CN in $((SECONDS - start)) s; open _build/html/zh_CN/index.html"
+fi
+echo "build_book.sh: _build/html is $(du -sh _build/html | cut -f1)"

@@ -5,7 +5,7 @@
    extension emits a warning for every error output; ``jupyter-book build -W`` turns it into a
    failed build.
 2. The site serves MathJax, RequireJS and the widgets' HTML manager itself (no CDN).  They are
-   staged by ``tools/build_book.sh``; if someone runs ``jupyter-book build`` directly without
+   staged by ``tools/build_book.sh`` (into the folder ``html_extra_path`` names); if someone runs ``jupyter-book build`` directly without
    them, say so plainly instead of publishing pages whose math and widgets cannot load.
 3. Accessibility (the axe-core audit in tests/test_site.py): docutils writes the bibliography as
    ``<div role="list" class="citation-list">`` whose children are not list items (axe
@@ -64,7 +64,11 @@ def check_notebook_errors(app: Sphinx, docname: str, source: list[str]) -> None:
 def check_assets(app: Sphinx) -> None:
     if app.builder.format != "html":
         return
-    root = Path(app.confdir) / "_build" / "site_assets" / "_assets"
+    # html_extra_path holds the staged folder (_build/site_assets; the Chinese edition's source tree,
+    # written by tools/i18n.py, names the same folder relative to itself)
+    roots = [Path(app.confdir, extra) / "_assets" for extra in app.config.html_extra_path] or \
+        [Path(app.confdir) / "_build" / "site_assets" / "_assets"]
+    root = next((r for r in roots if all((r / name).is_file() for name in REQUIRED_ASSETS)), roots[0])
     missing = [name for name in REQUIRED_ASSETS if not (root / name).is_file()]
     if missing:
         logger.warning(
