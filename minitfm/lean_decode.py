@@ -31,6 +31,7 @@ float16/bfloat16 weights (RoPE then needs the cos/sin form).
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -67,10 +68,21 @@ def _norm(module: nn.Module):
 
 
 def _stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One (sum of outs, in) weight (and bias) for several nn.Linear that read the same input."""
-    weight = torch.cat([lin.weight for lin in linears])
+    """One (in, sum of outs) matrix (and bias) for several nn.Linear that read the same input: ``x @ W`` then
+    computes all of their outputs at once.
+
+    The (in, out) layout, the transpose of nn.Linear's (out, in), is the faster one for a few rows of input:
+    the product streams down W's rows, adding x_i times row i into an output that stays in the cache. On a
+    2-core EPYC, one thread, it read a (768, 3072) matrix at about 20 GB/s against about 15 GB/s for
+    ``F.linear`` on the (out, in) weight; decoding is reading weights, so the step is that much faster."""
+    weight = torch.cat([lin.weight.t() for lin in linears], dim=1)  # (in, sum of outs), contiguous
     bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
     return weight, bias
+
+
+def _project(x: torch.Tensor, weight_in_out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """(B, in) @ (in, out) (+ bias) -> (B, out)."""
+    return torch.mm(x, weight_in_out) if bias is None else torch.addmm(bias, x, weight_in_out)
 
 
 def _has_hooks(model: nn.Module) -> bool:
@@ -86,26 +98,45 @@ class _Layer:
         attn = block.self_attn
         self.norm_first = block.norm_first
         self.attn_norm, self.ffn_norm = _norm(block.attn_norm), _norm(block.ffn_norm)
-        self.qkv_weight, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)  # (H + 2 H_kv) Dh rows
-        self.out_weight, self.out_bias = attn.out_proj.weight, attn.out_proj.bias
+        self.qkv_weight, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)  # (D, (H + 2 H_kv) Dh)
+        self.out_weight, self.out_bias = _stacked(attn.out_proj)
         ffn = block.ffn
         self.swiglu = type(ffn) is SwiGLU
         if self.swiglu:
-            self.up_weight, self.up_bias = _stacked(ffn.gate_proj, ffn.up_proj)  # 2F rows: gate, then up
+            self.up_weight, self.up_bias = _stacked(ffn.gate_proj, ffn.up_proj)  # (D, 2F): gate, then up
             self.act = None
         else:
-            self.up_weight, self.up_bias = ffn.up_proj.weight, ffn.up_proj.bias
+            self.up_weight, self.up_bias = _stacked(ffn.up_proj)
             self.act = ffn.act
         self.down_weight, self.down_bias = ffn.down_proj.weight, ffn.down_proj.bias
 
     def feed_forward(self, h: torch.Tensor) -> torch.Tensor:
-        up = F.linear(h, self.up_weight, self.up_bias)
+        up = _project(h, self.up_weight, self.up_bias)
         if self.swiglu:
             gate, up = up.chunk(2, dim=-1)  # (B, 2F) -> 2 x (B, F)
             up = F.silu(gate) * up
         else:
             up = self.act(up)
-        return F.linear(up, self.down_weight, self.down_bias)
+        return F.linear(up, self.down_weight, self.down_bias)  # (F, D) reads as fast either way: no copy
+
+
+_PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (weights' versions, layers, head)
+
+
+def _prepared(model) -> tuple[list, torch.Tensor]:
+    """The layers' stacked (in, out) matrices and the (D, V) output head, built once per model and reused
+    by later ``generate`` calls while no parameter changed (same storage, same version counter: an
+    optimizer step or ``load_state_dict`` bumps it). Copying GPT-2 small's 500 MB of weights takes about a
+    second on one thread, as long as 30 decode steps; the copies stay alive as long as the model."""
+    versions = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in model.parameters())
+    cached = _PREPARED.get(model)
+    if cached is not None and cached[0] == versions:
+        return cached[1], cached[2]
+    with torch.no_grad():
+        layers = [_Layer(block) for block in model.layers]
+        head = model.lm_head.weight.t().contiguous()  # (D, V): the largest matrix, in the faster layout
+    _PREPARED[model] = (versions, layers, head)
+    return layers, head
 
 
 class LeanDecoder:
@@ -123,9 +154,8 @@ class LeanDecoder:
         self.model = model
         self.n_heads, self.n_kv_heads, self.d_head, self.d_model = c.n_heads, c.n_kv_heads, c.d_head, c.d_model
         self.scale = 1.0 / math.sqrt(c.d_head)
-        self.layers = [_Layer(block) for block in model.layers]
+        self.layers, self.lm_head = _prepared(model)
         self.final_norm = _norm(model.final_norm)
-        self.lm_head = model.lm_head.weight
         self.embed_scale = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
         self._no_bias = self.lm_head.new_zeros(1, 1, 1)  # baddbmm's (ignored, beta = 0) addend
         self.additive_positions = model.pos_emb is not None
@@ -186,16 +216,16 @@ class LeanDecoder:
         with trusted_inputs():  # the caches' update skips its checks: k and v are built here
             for layer, cache in zip(self.layers, caches):
                 attn_in = layer.attn_norm(x) if layer.norm_first else x
-                qkv = F.linear(attn_in, layer.qkv_weight, layer.qkv_bias).view(b, h + 2 * h_kv, 1, d_head)
+                qkv = _project(attn_in, layer.qkv_weight, layer.qkv_bias).view(b, h + 2 * h_kv, 1, d_head)
                 qk, v = qkv.split((h + h_kv, h_kv), dim=1)  # (B, H + H_kv, 1, Dh), (B, H_kv, 1, Dh)
                 if rotation is not None:  # rotate q and k together: pairs as complex numbers times cos + i sin
                     pairs = torch.view_as_complex(qk.unflatten(-1, (-1, 2)))
                     qk = torch.view_as_real(pairs * rotation).flatten(-2)
                 q, k = qk.split((h, h_kv), dim=1)
                 k, v = cache.self_attn.update(k, v)  # (B, H_kv, P + 1, Dh)
-                out = F.linear(self.attend(q, k, v, mask, bias), layer.out_weight, layer.out_bias)  # (B, D)
+                out = _project(self.attend(q, k, v, mask, bias), layer.out_weight, layer.out_bias)  # (B, D)
                 x = x + out if layer.norm_first else layer.attn_norm(x + out)
                 ffn_in = layer.ffn_norm(x) if layer.norm_first else x
                 out = layer.feed_forward(ffn_in)
                 x = x + out if layer.norm_first else layer.ffn_norm(x + out)
-        return F.linear(self.final_norm(x), self.lm_head)  # (B, D) -> (B, V)
+        return torch.mm(self.final_norm(x), self.lm_head)  # (B, D) @ (D, V) -> (B, V)

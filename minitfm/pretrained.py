@@ -14,7 +14,8 @@ whether embeddings are scaled). Every difference is handled here, in one place, 
   and the transformation (``copy``, ``transpose``, ``split q|k|v``, ``rotate-half -> pairs``);
 - :func:`to_minitfm` / :func:`to_hf` apply the rules in either direction, after checking that no key is
   missing or extra and that every shape fits;
-- :func:`load` / :func:`from_pretrained` read a folder (or, online, a Hub name) into a model;
+- :func:`load` / :func:`from_pretrained` read a folder (or, online, a Hub name) into a model, and
+  :func:`from_transformers` converts a ``transformers`` model already in memory;
   :func:`save_pretrained` writes a folder that ``transformers``' ``from_pretrained`` loads;
 - :func:`load_tokenizer` reads GPT-2's ``vocab.json`` and ``merges.txt`` into :class:`minitfm.bpe_tokenizer.Tokenizer`.
 
@@ -418,8 +419,22 @@ def read_config(directory: str | os.PathLike) -> dict:
 def load(directory: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
     """A :class:`DecoderOnlyLM` holding the GPT-2 or Llama checkpoint in ``directory``, in eval mode."""
     config = config_from_hf(read_config(directory))
-    state = to_minitfm(read_state_dict(directory), config)
-    with torch.device("meta"):
+    return _build(config, to_minitfm(read_state_dict(directory), config), dtype, device)
+
+
+def from_transformers(hf_model, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
+    """A :class:`DecoderOnlyLM` with the weights of a ``transformers`` GPT-2 or Llama model already in memory."""
+    config_dict = getattr(getattr(hf_model, "config", None), "to_dict", None)
+    if config_dict is None or not hasattr(hf_model, "state_dict"):
+        raise TypeError(f"hf_model must be a transformers model (GPT2LMHeadModel, LlamaForCausalLM), "
+                        f"got {type(hf_model).__name__}")
+    config = config_from_hf(config_dict())
+    state = {k: v.detach() for k, v in hf_model.state_dict().items()}
+    return _build(config, to_minitfm(state, config), dtype, device)
+
+
+def _build(config: ModelConfig, state: dict, dtype, device) -> DecoderOnlyLM:
+    with torch.device("meta"):  # no random initialisation of weights that are replaced at once
         model = DecoderOnlyLM(config)
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, assign=True)
     if config.tie_embeddings:
