@@ -14,6 +14,7 @@ import torch.nn.functional as F
 import minitfm as m
 from minitfm import exercises as ex
 from test_exercises_bpe import CASES as BPE_CASES
+from test_exercises_pretrained import CASES as PRETRAINED_CASES
 
 # ---- correct implementations written from scratch (the library's are used where the signature fits) ----
 def attention_ok(q, k, v, mask):
@@ -480,6 +481,7 @@ CASES = {
           r"created a tensor of shape \((1, 2, )?64, 64\)")]),
 }
 CASES.update(BPE_CASES)  # chapter 7c's checkers, whose cases live beside their own tests
+CASES.update(PRETRAINED_CASES)  # chapter 13's checkers, likewise
 
 
 def test_every_checker_is_in_the_table_with_three_wrong_implementations():

@@ -21,6 +21,7 @@ from .heads import check_merge_heads, check_split_heads
 from .masks import check_causal_mask, check_padding_mask
 from .norms import check_layer_norm, check_rms_norm
 from .positional import check_alibi_slopes, check_rope, check_sinusoidal_encoding
+from .pretrained import check_from_rotate_half, check_split_fused_qkv
 from .sampling import check_repetition_penalty, check_temperature, check_top_k, check_top_p
 from .schedules import check_noam, check_warmup_cosine
 from .tiled import check_online_softmax, check_tiled_attention
