@@ -331,14 +331,17 @@ AXE_RUN_JS = r"""
 """
 
 
-def audit_accessibility(page, page_path: str, problems: list[str]) -> None:
-    """Run axe-core on the loaded page; violations go to ``problems`` (TODO rules: a warning)."""
+def audit_accessibility(page, page_path: str, problems: list[str], accessibility: Path = ACCESSIBILITY) -> None:
+    """Run axe-core on the loaded page; violations go to ``problems`` (TODO rules: a warning).
+
+    ``page_path`` is the page's path in the English site (the Chinese edition's pages are waived alike).
+    """
     if not AXE_JS.is_file():
         problems.append(f"axe-core not found at {AXE_JS}: build the book with `bash tools/build_book.sh`")
         return
     page.page.add_script_tag(path=AXE_JS)  # inlined into the page: no request
     violations = page.evaluate(AXE_RUN_JS, AXE_TAGS)
-    out = ACCESSIBILITY / (page_path.replace("/", "__").replace(".html", ".json"))
+    out = accessibility / (page_path.replace("/", "__").replace(".html", ".json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(violations, indent=1), encoding="utf-8")
     waived = (TODO_NOTEBOOK_AXE_RULES if page_path in notebook_pages() else frozenset()) \
@@ -381,15 +384,23 @@ def shoot_element(page, selector: str, path: Path) -> None:
 def test_page_renders_offline(browser, page_path):
     if not (SITE / page_path).is_file():
         pytest.fail(f"{page_path} is in _toc.yml but was not built")
-    page = browser.open(f"{browser.site.origin}/{page_path}")
+    problems = offline_page_problems(browser, page_path)
+    assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
+
+
+def offline_page_problems(browser, page_path: str, prefix: str = "", screenshots: Path = SCREENSHOTS,
+                          accessibility: Path = ACCESSIBILITY) -> list[str]:
+    """Everything test_page_renders_offline checks, for the page ``prefix + page_path`` of the served site
+    (``prefix="zh_CN/"``: the Chinese edition's page; tests/test_site_zh.py)."""
+    page = browser.open(f"{browser.site.origin}/{prefix}{page_path}")
     problems = []
     try:
         page.evaluate(SETTLE_JS)
         report = page.evaluate(INSPECT_JS)
-        shot = SCREENSHOTS / page_path.replace("/", "__").replace(".html", "")
+        shot = screenshots / page_path.replace("/", "__").replace(".html", "")
         page.screenshot(shot.with_suffix(".png"), full_page=True)
         # accessibility, on the page as loaded (before any control is moved)
-        audit_accessibility(page, page_path, problems)
+        audit_accessibility(page, page_path, problems, accessibility)
 
         # math
         if report["rawTeX"]:
@@ -441,4 +452,4 @@ def test_page_renders_offline(browser, page_path):
             problems.append(f"JavaScript errors: {errors[:5]}")
     finally:
         page.close()
-    assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
+    return problems

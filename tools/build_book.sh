@@ -85,8 +85,11 @@ cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/
 mkdir -p _build/test_assets
 cp "$MODULES/axe-core/axe.min.js" "$MODULES/axe-core/LICENSE" _build/test_assets/
 
+# Sphinx copies _static/ into the site on every build but never over a file already there: drop the
+# copies first, so that an edited _static/minitfm.css reaches the pages of an incremental build.
 if [[ " $LANGS " == *" en "* ]]; then
   start=$SECONDS
+  rm -rf _build/html/_static
   jupyter-book build . -W --keep-going ${JB_ARGS[@]+"${JB_ARGS[@]}"}
   echo "build_book.sh: built _build/html in $((SECONDS - start)) s; open _build/html/index.html"
 fi
@@ -96,6 +99,7 @@ if [[ " $LANGS " == *" zh_CN "* ]]; then
   [[ -f _build/html/notebooks/01_attention.html ]] || {
     echo "build_book.sh: the Chinese edition takes its heading anchors from the English site: build it first" >&2; exit 1; }
   python tools/i18n.py site _build/zh_src ${ZH_FLAGS[@]+"${ZH_FLAGS[@]}"}
+  rm -rf _build/zh_out/_build/html/_static
   # Sphinx reads the Chinese book from _build/zh_src and writes it to _build/zh_out/_build/html
   jupyter-book build _build/zh_src --path-output _build/zh_out -W --keep-going ${JB_ARGS[@]+"${JB_ARGS[@]}"}
   rm -rf _build/html/zh_CN
