@@ -187,3 +187,67 @@ def test_grade_can_read_the_verdicts_already_in_saved_outputs(tmp_path):
     assert [(r["student"], r["checker"], r["status"]) for r in rows] == [
         ("carol", "check_causal_mask", "fail"), ("carol", "check_padding_mask", "pass")]
     assert rows[0]["message"].endswith("the mask's polarity is flipped")
+
+
+# ---------------------------------------------------------------------------------- the Chinese students' edition
+i18n_spec = importlib.util.spec_from_file_location("i18n_for_students", ROOT / "tools" / "i18n.py")
+i18n = importlib.util.module_from_spec(i18n_spec)
+sys.modules["i18n_for_students"] = i18n
+i18n_spec.loader.exec_module(i18n)
+
+SYNTHETIC_ZH = [
+    nbformat.v4.new_markdown_cell(
+        '<div class="exercise" id="ex-2-1">\n\n**练习 2.1（构建）。** EXERCISE_ZH：写出 `my_mask`。\n\n</div>\n\n'
+        '<details class="solution">\n<summary>答案（点击展开）</summary>\n\nSECRET_ZH_ANSWER\n\n```python\n'
+        'SECRET_ZH_CODE = 1\n```\n\n</details>\n\n请在打开解答之前找出错误。'),
+    nbformat.v4.new_markdown_cell('<details class="solution">\n<summary>参考答案（点击展开）</summary>\n\nSECRET_ZH_REF\n\n'
+                                  '</details>\n\n<details>\n<summary>提示</summary>\n\nHINT_ZH_KEPT\n\n</details>'),
+    nbformat.v4.new_markdown_cell("在本页上，检查器回应的是空的桩函数；答案隐藏在每道练习下方。"),
+    nbformat.v4.new_code_cell("# SOLUTION: the test suite runs this\nSECRET_ZH_CELL = 1"),
+]
+
+
+def test_a_synthetic_chinese_notebook_loses_every_solution(tmp_path):
+    source = tmp_path / "in" / "chapter.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=SYNTHETIC_ZH), source)
+    assert tool.main(["student", "--lang", "zh_CN", str(tmp_path / "out"), str(source)]) == 0
+    text = everything(nbformat.read(tmp_path / "out" / "chapter.ipynb", as_version=4))
+    assert re.findall(r"SECRET_\w+", text) == [] and "<summary>答案" not in text and "参考答案" not in text
+    assert text.count(tool.STUDENT_NOTES["zh_CN"]) == 2 and tool.STUDENT_NOTE not in text
+    for kept in ("EXERCISE_ZH", "HINT_ZH_KEPT", "请在下一次课之前自己找出错误", "本版不含答案：检查单元格就是你的反馈"):
+        assert kept in text, kept
+
+
+@pytest.fixture(scope="module")
+def chinese_edition(tmp_path_factory):
+    """The Chinese notebooks as tools/i18n.py writes them (English where a translation is still missing)."""
+    folder = tmp_path_factory.mktemp("zh_notebooks")
+    for source in tool.all_notebooks():
+        nbformat.write(i18n.chinese_notebook(source, allow_missing=True), folder / source.name)
+    return folder
+
+
+def test_the_chinese_students_edition_is_the_english_one_in_chinese(chinese_edition, edition, tmp_path):
+    out = tmp_path / "zh_students"
+    assert tool.student(sorted(chinese_edition.glob("*.ipynb")), out, "zh_CN") == 0
+    for english in sorted(edition.glob("*.ipynb")):
+        en = nbformat.read(english, as_version=4)
+        zh = nbformat.read(out / english.name, as_version=4)
+        # the same cells survive (same ids, same code and outputs): only the Markdown is in Chinese
+        assert [c.get("id") for c in zh.cells] == [c.get("id") for c in en.cells], english.name
+        assert [c.source for c in zh.cells if c.cell_type == "code"] == \
+            [c.source for c in en.cells if c.cell_type == "code"], english.name
+        markdown = "\n".join(c.source for c in zh.cells if c.cell_type == "markdown")
+        english_notes = everything(en).count(tool.STUDENT_NOTE)
+        notes = markdown.count(tool.STUDENT_NOTES["zh_CN"]) + markdown.count(tool.STUDENT_NOTE)  # untranslated cells
+        assert notes == english_notes, (english.name, notes, english_notes)
+        assert "<details class=\"solution\"" not in markdown, english.name
+        pointers = re.findall(r"[^。\n]*(?:(?:答案|解答)都?隐藏|(?:打开|查看|看)(?:答案|解答)之前)[^。\n]*", markdown)
+        assert not pointers, (english.name, pointers)
+
+
+def test_the_chinese_students_edition_needs_the_chinese_notebooks(tmp_path, monkeypatch):
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    with pytest.raises(SystemExit, match="python tools/i18n.py sync"):
+        tool.edition_notebooks("zh_CN")

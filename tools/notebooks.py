@@ -4,6 +4,7 @@
     python tools/notebooks.py check              # exit 1 if a notebook's set-up cell is out of date
     python tools/notebooks.py execute [NB ...]   # re-execute notebooks in place (all by default)
     python tools/notebooks.py student OUT/ [NB ...]  # the students' edition: every notebook without solutions
+    python tools/notebooks.py student --lang zh_CN OUT/  # the same, from the Chinese notebooks (zh_CN/notebooks/)
     python tools/notebooks.py commonmark [NB ...]    # rewrite MyST-only Markdown so Colab/Jupyter render it too
 
 The set-up cell installs minitfm from the repository when it is not importable (Colab) and does nothing
@@ -12,11 +13,13 @@ elsewhere. The repository URL comes from one place: ``repository.url`` in ``_con
 The students' edition keeps exercises, stubs, check cells and outputs, and removes every solution:
 - a Markdown block `````{admonition} Solution`` (any fence of 3+ backticks or colons, up to its closing
   fence; ``{dropdown} Solution`` too);
-- an HTML block ``<details>`` whose ``<summary>`` contains "Solution", up to its matching ``</details>``;
+- an HTML block ``<details>`` whose ``<summary>`` contains "Solution" (in the Chinese edition 答案 or 解答),
+  or of class ``solution``, up to its matching ``</details>``;
 - a code cell whose first line starts with ``# SOLUTION`` (the convention for solution code that the test
   suite runs), or that is tagged ``solution``.
 Where a solution was, a short note says what a student does instead (run the check cell, or bring the
-answer to the next session), and sentences that point to solutions are reworded.
+answer to the next session), and sentences that point to solutions are reworded; ``--lang zh_CN`` does the same
+to the Chinese notebooks (written by ``python tools/i18n.py notebooks``), with the note and rewordings in Chinese.
 """
 from __future__ import annotations
 
@@ -138,7 +141,7 @@ def execute(paths: list[Path], timeout: int = 600) -> int:
 
 SOLUTION_CODE_MARKER = "# SOLUTION"
 _FENCED_SOLUTION = re.compile(r"^\s*(`{3,}|:{3,})\s*\{(?:admonition|dropdown)\}\s*Solution\b", re.I)
-_SUMMARY_SOLUTION = re.compile(r"<summary>[^<]*solution", re.I)
+_SUMMARY_SOLUTION = re.compile(r"<summary>[^<]*(?:solution|答案|解答)|<details\b[^>]*\bclass=\"[^\"]*\bsolution\b", re.I)
 
 
 def _block_end(lines: list[str], start: int) -> int:
@@ -166,6 +169,20 @@ STUDENT_REWRITES = [
     (re.compile(r"[;,] the solutions are hidden under each exercise", re.I),
      "; this edition has no solutions: the check cells are your feedback"),
 ]
+# The same, for the Chinese edition (the translations' wording of those sentences).
+STUDENT_NOTES = {
+    "en": STUDENT_NOTE,
+    "zh_CN": ("*学生版：此处不提供答案。如果后面有检查单元格，就运行它：它会指出你的第一个错误。否则请把你的答案写下来，"
+              "在下一次课上对照；你的老师有带答案的版本。*"),
+}
+STUDENT_REWRITES_BY_LANG = {
+    "en": STUDENT_REWRITES,
+    "zh_CN": [
+        (re.compile(r"在(?:打开|查看|看|阅读)(?:答案|解答)之前"), "在下一次课之前自己"),
+        (re.compile(r"[；;，,]\s*(?:答案|解答)都?隐藏在每道练习(?:的)?下方"), "；本版不含答案：检查单元格就是你的反馈"),
+    ],
+}
+LANGS = tuple(STUDENT_NOTES)
 
 
 def strip_solutions(markdown: str, note: str = "") -> str:
@@ -189,10 +206,10 @@ def strip_solutions(markdown: str, note: str = "") -> str:
     return text.strip("\n")
 
 
-def student_markdown(markdown: str) -> str:
+def student_markdown(markdown: str, lang: str = "en") -> str:
     """A Markdown cell of the students' edition: solutions replaced by what to do, pointers to them reworded."""
-    text = strip_solutions(markdown, note=STUDENT_NOTE)
-    for pattern, replacement in STUDENT_REWRITES:
+    text = strip_solutions(markdown, note=STUDENT_NOTES[lang])
+    for pattern, replacement in STUDENT_REWRITES_BY_LANG[lang]:
         text = pattern.sub(replacement, text)
     return text
 
@@ -202,14 +219,14 @@ def is_solution_cell(cell) -> bool:
     return cell.cell_type == "code" and (cell.source.lstrip().startswith(SOLUTION_CODE_MARKER) or "solution" in tags)
 
 
-def student_notebook(nb):
+def student_notebook(nb, lang: str = "en"):
     """A copy of ``nb`` for students: solution cells and blocks removed, everything else kept."""
     cells = []
     for cell in nb.cells:
         if is_solution_cell(cell):
             continue
         if cell.cell_type == "markdown":
-            source = student_markdown(cell.source)
+            source = student_markdown(cell.source, lang)
             if not source.strip():
                 continue
             cell = nbformat.from_dict({**cell, "source": source})
@@ -218,15 +235,27 @@ def student_notebook(nb):
     return new
 
 
-def student(paths: list[Path], out: Path) -> int:
+def edition_notebooks(lang: str = "en") -> list[Path]:
+    """The notebooks of an edition: notebooks/ (English), or zh_CN/notebooks/ (written by tools/i18n.py)."""
+    if lang == "en":
+        return all_notebooks()
+    found = sorted((ROOT / lang / "notebooks").glob("*.ipynb"))
+    if len(found) != len(all_notebooks()):
+        raise SystemExit(f"{lang}/notebooks/ has {len(found)} of the {len(all_notebooks())} notebooks: "
+                         "write them with `python tools/i18n.py sync`")
+    return found
+
+
+def student(paths: list[Path], out: Path, lang: str = "en") -> int:
     out = Path(out).resolve()
-    if out == NOTEBOOKS.resolve() or any(p.parent == out for p in paths):
+    sources = {NOTEBOOKS.resolve(), *(ROOT / code / "notebooks" for code in LANGS if code != "en")}
+    if out in {Path(s).resolve() for s in sources} or any(p.parent == out for p in paths):
         raise SystemExit(f"refusing to write the students' edition over the notebooks themselves: {out}")
     out.mkdir(parents=True, exist_ok=True)
     for path in paths:
-        nb = student_notebook(nbformat.read(path, as_version=4))
+        nb = student_notebook(nbformat.read(path, as_version=4), lang)
         nbformat.write(nb, out / path.name)
-    print(f"students' edition: {len(paths)} notebooks without solutions in {out}")
+    print(f"students' edition{'' if lang == 'en' else f' ({lang})'}: {len(paths)} notebooks without solutions in {out}")
     return 0
 
 
@@ -443,12 +472,14 @@ def main(argv=None) -> int:
     parser.add_argument("command", choices=("sync", "check", "execute", "student", "commonmark"))
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="default: every notebook in notebooks/ (for student: OUT/ first, then notebooks)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--lang", choices=LANGS, default="en",
+                        help="student: the edition (zh_CN: the Chinese notebooks of zh_CN/notebooks/)")
+    args = parser.parse_intermixed_args(argv)
     if args.command == "student":
         if not args.notebooks:
             parser.error("student needs an output folder: python tools/notebooks.py student OUT/")
         out, rest = args.notebooks[0], args.notebooks[1:]
-        return student([p.resolve() for p in rest] or all_notebooks(), out)
+        return student([p.resolve() for p in rest] or edition_notebooks(args.lang), out, args.lang)
     paths = [p.resolve() for p in args.notebooks] or all_notebooks()
     return {"sync": sync, "check": check, "execute": execute, "commonmark": commonmark}[args.command](paths)
 
