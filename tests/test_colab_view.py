@@ -16,11 +16,18 @@ MathJax and jQuery, are blocked, as no result depends on them) and check that
 A screenshot of each chapter's first exercise, solutions still collapsed, goes to
 _build/screenshots/colab_view_chNN.png. One browser serves every notebook. Skips without Playwright or
 Chromium (tests/site_browser.py says why).
+
+The same checks run on the Chinese notebooks (zh_CN/notebooks/, written by ``python tools/i18n.py sync``;
+while that folder is absent, on the notebooks tools/i18n.py would write, English where a translation is
+missing); there a solution is a ``<details class="solution">`` whatever its summary says (答案, 解答...).
+Screenshots: _build/screenshots/colab_view_zh_chNN.png.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,6 +44,8 @@ MYST_TEXT = ("{admonition}", "{cite", "{term}", "{ref}", "{doc}", ":class:", ":n
 # a solution in the Markdown: the CommonMark form, or a MyST one (which must not be shown open either)
 SOLUTION_IN_SOURCE = re.compile(r"<summary>\s*Solution|^\s*(?:`{3,}|:{3,})\s*\{(?:admonition|dropdown)\}\s*Solution",
                                 re.I | re.M)
+# in the Chinese notebooks the summary is translated: the class says it is a solution
+SOLUTION_IN_CHINESE_SOURCE = re.compile(r"<details\b[^>]*\bclass=\"[^\"]*\bsolution\b", re.I)
 
 # Text of the page as a reader sees it, and each solution's state; ``visible`` follows the site test.
 PAGE_JS = r"""
@@ -47,9 +56,10 @@ PAGE_JS = r"""
                         && el.getBoundingClientRect().height > 0;
   const text = norm(document.body.innerText);
   const solutions = [...document.querySelectorAll('details')]
-    .filter(d => d.querySelector(':scope > summary') &&
-                 /^\s*solution/i.test(d.querySelector(':scope > summary').textContent))
+    .filter(d => d.querySelector(':scope > summary') && (d.classList.contains('solution') ||
+                 /^\s*solution/i.test(d.querySelector(':scope > summary').textContent)))
     .map((d, index) => {
+      d.setAttribute('data-test-solution', String(index));
       const body = [...d.children].filter(c => c.tagName !== 'SUMMARY');
       const words = norm(body.map(c => c.textContent).join(' '));
       const snippet = words.slice(0, 60);
@@ -62,8 +72,7 @@ PAGE_JS = r"""
 SOLUTION_JS = r"""
 (([index, snippet]) => {
   const norm = s => s.replace(/\s+/g, ' ').trim();
-  const d = [...document.querySelectorAll('details')].filter(d => d.querySelector(':scope > summary') &&
-    /^\s*solution/i.test(d.querySelector(':scope > summary').textContent))[index];
+  const d = document.querySelector(`details[data-test-solution="${index}"]`);
   const visible = el => el.checkVisibility({visibilityProperty: true, opacityProperty: true,
                                            checkVisibilityCSS: true, checkOpacity: true})
                         && el.getBoundingClientRect().height > 0;
@@ -98,9 +107,9 @@ def test_each_diagram_is_drawn_in_its_chapter():
             assert drawn[0].metadata.get("mystnb", {}).get("image", {}).get("alt"), f"{stem}: {name} has no alt text"
 
 
-def solutions_in_source(path: Path) -> int:
+def solutions_in_source(path: Path, pattern: re.Pattern = SOLUTION_IN_SOURCE) -> int:
     cells = nbformat.read(path, as_version=4).cells
-    return sum(len(SOLUTION_IN_SOURCE.findall(c.source)) for c in cells if c.cell_type == "markdown")
+    return sum(len(pattern.findall(c.source)) for c in cells if c.cell_type == "markdown")
 
 
 def classic_html(path: Path) -> str:
@@ -127,18 +136,52 @@ def viewer():
             site.close()
 
 
-def shot_name(path: Path) -> str:
+def shot_name(path: Path, prefix: str = "colab_view_") -> str:
     match = re.match(r"^(\d+[a-z]?)_", path.stem)
-    return f"colab_view_ch{match.group(1)}.png" if match else f"colab_view_{path.stem}.png"
+    return f"{prefix}ch{match.group(1)}.png" if match else f"{prefix}{path.stem}.png"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_reads_well_in_classic_jupyter(viewer, path):
     if path.name in NOT_YET_CONVERTED:
         pytest.skip(f"{path.name} is in test_notebooks_meta.NOT_YET_CONVERTED")
+    problems = classic_view_problems(viewer, path, solutions_in_source(path), shot_name(path))
+    assert not problems, f"{path.name} in classic Jupyter:\n  " + "\n  ".join(problems)
+
+
+@pytest.fixture(scope="module")
+def chinese_notebooks(tmp_path_factory) -> Path:
+    """zh_CN/notebooks/ when it has every notebook, else the notebooks tools/i18n.py writes (English fallback)."""
+    committed = ROOT / "zh_CN" / "notebooks"
+    if all((committed / p.name).is_file() for p in NOTEBOOKS):
+        return committed
+    spec = importlib.util.spec_from_file_location("i18n_for_colab_view", ROOT / "tools" / "i18n.py")
+    i18n = importlib.util.module_from_spec(spec)
+    sys.modules["i18n_for_colab_view"] = i18n
+    spec.loader.exec_module(i18n)
+    folder = tmp_path_factory.mktemp("zh_CN_notebooks")
+    for source in NOTEBOOKS:
+        nbformat.write(i18n.chinese_notebook(source, allow_missing=True), folder / source.name)
+    return folder
+
+
+@pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
+def test_chinese_notebook_reads_well_in_classic_jupyter(viewer, chinese_notebooks, name):
+    if name in NOT_YET_CONVERTED:
+        pytest.skip(f"{name} is in test_notebooks_meta.NOT_YET_CONVERTED")
+    path = chinese_notebooks / name
+    expected = solutions_in_source(path, SOLUTION_IN_CHINESE_SOURCE)
+    assert expected == solutions_in_source(ROOT / "notebooks" / name), "the translation lost or added a solution"
+    problems = classic_view_problems(viewer, path, expected, shot_name(path, "colab_view_zh_"), page_name=f"zh_{name}")
+    assert not problems, f"zh_CN/notebooks/{name} in classic Jupyter:\n  " + "\n  ".join(problems)
+
+
+def classic_view_problems(viewer, path: Path, expected: int, screenshot: str, page_name: str = "") -> list[str]:
+    """Everything the classic-Jupyter view checks, for one notebook with ``expected`` solutions."""
     folder, browser = viewer
-    (folder / f"{path.stem}.html").write_text(classic_html(path), encoding="utf-8")
-    page = browser.open(f"{browser.site.origin}/{path.stem}.html")
+    stem = Path(page_name or path.name).stem
+    (folder / f"{stem}.html").write_text(classic_html(path), encoding="utf-8")
+    page = browser.open(f"{browser.site.origin}/{stem}.html")
     problems = []
     try:
         before = page.evaluate(PAGE_JS)
@@ -152,7 +195,7 @@ def test_notebook_reads_well_in_classic_jupyter(viewer, path):
         if len(figures) != png_outputs(path) or any(f["width"] == 0 or f["height"] < 20 for f in figures):
             problems.append(f"{png_outputs(path)} figures in the notebook, drawn in the page: {figures}")
 
-        expected, found = solutions_in_source(path), before["solutions"]
+        found = before["solutions"]
         if len(found) != expected:
             problems.append(f"{expected} solutions in the Markdown but {len(found)} <details> solutions in the page")
         for s in found:
@@ -165,15 +208,14 @@ def test_notebook_reads_well_in_classic_jupyter(viewer, path):
             page.evaluate("(() => { const e = document.querySelector('div.exercise') ||"
                           " document.querySelector('details'); e.scrollIntoView({block: 'start'});"
                           " window.scrollBy(0, -20); })()")
-            page.screenshot(SCREENSHOTS / shot_name(path))
+            page.screenshot(SCREENSHOTS / screenshot)
 
-        summaries = page.page.locator("details > summary", has_text=re.compile(r"^\s*Solution", re.I))
-        for index in range(min(summaries.count(), len(found))):
+        for index in range(len(found)):
             # the solution's text is on the page's visible text only once its summary is clicked: opening it
             # adds its first words to the text (they may also be elsewhere, e.g. in a code cell)
             snippet = found[index]["snippet"]
             closed = page.evaluate(SOLUTION_JS, [index, snippet])
-            summaries.nth(index).click()
+            page.page.locator(f'details[data-test-solution="{index}"] > summary').click()
             opened = page.evaluate(SOLUTION_JS, [index, snippet])
             if not (opened["open"] and opened["visible"]):
                 problems.append(f"solution {index + 1} still hidden after a click on its summary: {opened}")
@@ -182,4 +224,4 @@ def test_notebook_reads_well_in_classic_jupyter(viewer, path):
                                 f"(closed: {closed}, opened: {opened})")
     finally:
         page.close()
-    assert not problems, f"{path.name} in classic Jupyter:\n  " + "\n  ".join(problems)
+    return problems
