@@ -80,10 +80,31 @@ def english_section_ids(app: Sphinx, doctree: nodes.document) -> None:
         doctree.ids[ident] = section
 
 
+_UI_ATTRIBUTE = re.compile(r'(\s(?:aria-label|title|alt|placeholder|data-bs-title|data-bs-original-title)=")([^"<>]*)(")')
+_UI_TEXT = re.compile(r"(>\s*)([^<>]*?[^<>\s])(\s*<)")
+
+
+def translate_ui_strings(app: Sphinx, exception) -> None:
+    strings = app.config.minitfm_ui_strings
+    if exception is not None or not strings or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    for path in outdir.rglob("*.html"):
+        if path.relative_to(outdir).parts[0] in ("_static", "_sources", "_images", "_assets"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        new = _UI_ATTRIBUTE.sub(lambda m: m.group(1) + strings.get(m.group(2), m.group(2)) + m.group(3), text)
+        new = _UI_TEXT.sub(lambda m: m.group(1) + strings.get(m.group(2), m.group(2)) + m.group(3), new)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+
+
 def setup(app: Sphinx) -> dict:
     app.add_config_value("minitfm_other_edition", None, "html")
+    app.add_config_value("minitfm_ui_strings", {}, "html")
     app.add_config_value("minitfm_heading_ids", None, "env")
     app.connect("config-inited", add_templates)
     app.connect("html-page-context", language_switch)
     app.connect("doctree-read", english_section_ids, priority=400)  # before Sphinx's toc collector
+    app.connect("build-finished", translate_ui_strings)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
