@@ -108,7 +108,7 @@ class _Layer:
         else:
             self.up_weight, self.up_bias = _stacked(ffn.up_proj)
             self.act = ffn.act
-        self.down_weight, self.down_bias = ffn.down_proj.weight, ffn.down_proj.bias
+        self.down_weight, self.down_bias = _stacked(ffn.down_proj)  # (F, D)
 
     def feed_forward(self, h: torch.Tensor) -> torch.Tensor:
         up = _project(h, self.up_weight, self.up_bias)
@@ -117,7 +117,7 @@ class _Layer:
             up = F.silu(gate) * up
         else:
             up = self.act(up)
-        return F.linear(up, self.down_weight, self.down_bias)  # (F, D) reads as fast either way: no copy
+        return _project(up, self.down_weight, self.down_bias)
 
 
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (weights' versions, layers, head)

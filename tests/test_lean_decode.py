@@ -172,9 +172,8 @@ def test_the_lean_step_of_the_small_lm_stays_small():
             model(torch.tensor([[8]]), caches=caches)
     ops, layers = counter.ops, model.config.n_layers
     assert ops["masked_fill"] == 0 and ops["triu"] == 0 and ops["repeat_interleave"] == 0
-    # one product each for qkv, out_proj and the stacked gate/up (in, out) matrices, and for the output head
-    # (mm); the down projection stays an F.linear
-    assert ops["mm"] == 3 * layers + 1 and ops["linear"] == layers, ops
+    # one product each for qkv, out_proj, the stacked gate/up and the down (in, out) matrices, and the output head
+    assert ops["mm"] == 4 * layers + 1 and ops["linear"] == 0, ops
     assert ops["softmax"] == layers
     assert sum(ops.values()) <= 50 * layers, ops.most_common(8)
     assert module_counter.ops["linear"] == 7 * layers + 1
