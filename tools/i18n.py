@@ -421,8 +421,22 @@ def chinese_text(source: Path, root: Path = ROOT, allow_missing: bool = False) -
     text = {}
     for key, en in source_entries(source):
         entry = tr.get(key)
-        text[key] = en if key in bad or entry is None or not entry.zh.strip() else entry.zh
+        text[key] = en if key in bad or entry is None or not entry.zh.strip() else join_cjk_lines(entry.zh)
     return text, problems
+
+
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+_CJK_BREAK = re.compile(f"(?<=[{_CJK}])[ \t]*\n[ \t]*(?=[{_CJK}])")
+
+
+def join_cjk_lines(text: str) -> str:
+    """Remove a line break that sits between two Chinese characters (outside code fences).
+
+    Markdown turns a line break inside a paragraph into a space, which Chinese does not have; Chromium draws
+    it as a stray gap between two characters. A break between two CJK characters is never Markdown syntax
+    (no list, heading or table starts with one), so the editions write such paragraphs as one line."""
+    parts = re.split(r"(^\s*(?:```|~~~)[^\n]*\n.*?^\s*(?:```|~~~)\s*$)", text, flags=re.S | re.M)
+    return "".join(part if i % 2 else _CJK_BREAK.sub("", part) for i, part in enumerate(parts))
 
 
 def chinese_notebook(source: Path, root: Path = ROOT, allow_missing: bool = False):
