@@ -425,18 +425,37 @@ def chinese_text(source: Path, root: Path = ROOT, allow_missing: bool = False) -
     return text, problems
 
 
-_CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
-_CJK_BREAK = re.compile(f"(?<=[{_CJK}])[ \t]*\n[ \t]*(?=[{_CJK}])")
+_CJK = re.compile("[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
+_LIST_MARKER = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+")
+
+
+def _content_indent(line: str) -> int:
+    """Where a line's text starts: after a list marker, else after its leading spaces."""
+    m = _LIST_MARKER.match(line)
+    return m.end() if m else len(line) - len(line.lstrip(" "))
 
 
 def join_cjk_lines(text: str) -> str:
-    """Remove a line break that sits between two Chinese characters (outside code fences).
+    """Remove a line break that sits between two Chinese characters inside one paragraph (outside code fences).
 
     Markdown turns a line break inside a paragraph into a space, which Chinese does not have; Chromium draws
-    it as a stray gap between two characters. A break between two CJK characters is never Markdown syntax
-    (no list, heading or table starts with one), so the editions write such paragraphs as one line."""
-    parts = re.split(r"(^\s*(?:```|~~~)[^\n]*\n.*?^\s*(?:```|~~~)\s*$)", text, flags=re.S | re.M)
-    return "".join(part if i % 2 else _CJK_BREAK.sub("", part) for i, part in enumerate(parts))
+    it as a stray gap between two characters. A break is joined only where the next line continues the same
+    paragraph: it starts at the text column of the line before (a glossary term followed by its indented
+    definition, or a new list item, is structure and stays)."""
+    lines, out, fence = text.split("\n"), [], False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+        prev = out[-1] if out else None
+        if (not fence and prev is not None and stripped and prev.strip() and not _LIST_MARKER.match(line)
+                and _CJK.match(stripped[0]) and _CJK.match(prev.rstrip()[-1])
+                and len(line) - len(line.lstrip(" ")) == _content_indent(prev)
+                and not prev.lstrip().startswith(("```", "~~~", "|", "#"))):
+            out[-1] = prev.rstrip() + stripped
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def chinese_notebook(source: Path, root: Path = ROOT, allow_missing: bool = False):
