@@ -361,7 +361,7 @@ EDITION_DIRS = ("notebooks", "book")  # the folders of zh_CN/ the edition writes
 
 # Strings of the Chinese site that no English page holds (the English are in _config.yml and _toc.yml).
 ZH_SITE = {
-    "title": "minitfm：动手构建 Transformer，实测每一条论断",
+    "title": "minitfm：亲手搭建 Transformer，实测每一条论断",
     "captions": {"Start here": "从这里开始", "Chapters": "章节", "Reference": "参考资料"},
     "search_bar_text": "搜索本书……",
     "extra_footer": "<p>代码以 MIT 许可证发布。本书的每一页，连同其中的数学公式、小部件和探索器，都由本站自己提供；"
