@@ -90,12 +90,8 @@ def test_the_checkers_are_importable_from_minitfm_exercises():
     assert set(CASES) <= set(ex.CHECKERS)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_accepts_a_correct_implementation(name, capsys):
-    result = getattr(ex, name)(CASES[name][0])
-    assert result.passed, result.message
-    assert result.message == f"✓ {name}: all {result.n_cases} cases pass" and result.n_cases >= 5
-    assert capsys.readouterr().out.strip() == result.message
+# Accepting the right implementation and naming each wrong one run in tests/test_exercises.py, which adds CASES
+# to its table; here only what is particular to these two checkers.
 
 
 def test_accepts_the_librarys_own_functions():
