@@ -132,11 +132,6 @@ def page_entries(text: str) -> list[tuple[str, str]]:
     return entries
 
 
-def notebook_entries(nb) -> list[tuple[str, str]]:
-    """(cell id, markdown source) for every markdown cell of a notebook."""
-    return [(cell.id, cell.source) for cell in nb.cells if cell.cell_type == "markdown"]
-
-
 ALT = "/alt"  # key suffix of a figure's alt text: "<cell id>/alt"
 
 
@@ -145,12 +140,6 @@ def figure_alt(cell) -> str:
     image = (cell.get("metadata", {}).get("mystnb") or {}).get("image") or {}
     alt = image.get("alt") if isinstance(image, dict) else None
     return alt if isinstance(alt, str) else ""
-
-
-def figure_alt_entries(nb) -> list[tuple[str, str]]:
-    """(cell id + "/alt", alt text) for every code cell whose figures have an alt text."""
-    return [(cell.id + ALT, figure_alt(cell)) for cell in nb.cells
-            if cell.cell_type == "code" and figure_alt(cell).strip()]
 
 
 def translatable_entries(nb) -> list[tuple[str, str]]:
@@ -339,16 +328,6 @@ def problems_of(source: Path, root: Path = ROOT) -> list[Problem]:
 
 def all_problems(root: Path = ROOT) -> list[Problem]:
     return [p for s in notebook_sources(root) + page_sources(root) for p in problems_of(s, root)]
-
-
-def translate_text(source: Path, root: Path = ROOT) -> dict[str, str]:
-    """key -> Chinese for every entry that is translated and current (raises if any is missing or stale)."""
-    problems = [p for p in problems_of(source, root) if p.kind != "invariant"]
-    if problems:
-        raise ValueError(f"the translation of {source.name} is not complete and current:\n  "
-                         + "\n  ".join(map(str, problems[:20])))
-    tr = read_translation(translation_path(source, root)).by_key()
-    return {k: tr[k].zh for k, _ in source_entries(source)}
 
 
 # ---- the Chinese edition -------------------------------------------------------------------------------
