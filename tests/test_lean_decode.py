@@ -218,3 +218,16 @@ def test_a_cached_decode_step_through_the_modules_stays_lean():
     assert ops["masked_fill"] == 0 and ops["_softmax"] == 0 and ops["triu"] == 0
     assert sum(n for op, n in ops.items() if "scaled_dot_product" in op) == model.config.n_layers
     assert sum(ops.values()) <= 80 * model.config.n_layers, ops.most_common(8)
+
+
+def test_prepared_matrices_follow_a_write_through_data():
+    """generate reuses the lean step's prepared matrices while the weights are unchanged; a write through
+    ``.data`` bumps no version counter, and must still be seen."""
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig.small_lm(vocab_size=50, max_seq_len=64)).eval()
+    prompt = torch.tensor([[3, 4, 5]])
+    before = generate(model, prompt, 10, eos_id=-1).tokens
+    model.lm_head.weight.data[7] += 5.0  # token 7 now wins every step
+    cached = generate(model, prompt, 10, eos_id=-1).tokens
+    assert torch.equal(cached, generate(model, prompt, 10, eos_id=-1, use_cache=False).tokens)
+    assert not torch.equal(cached, before)
