@@ -91,3 +91,28 @@ def test_every_verdict_a_cell_prints_is_on_the_page():
     for (notebook, anchor), words in named.items():
         missing = set(printed_verdicts(notebook, anchor)) - words
         assert not missing, f"{notebook}#{anchor} prints {sorted(missing)}, which no row of the page says"
+
+
+CLAIM_ANCHOR = re.compile(r'<a id="ch(\d+[a-z]?)-claim-[\w-]+"></a>')
+
+
+def anchor_chapter_problems(notebook: Path) -> list[str]:
+    """Claim anchors whose chapter number is not the notebook's: ``ch8-claim-...`` belongs in ``08_*.ipynb``
+    (a reader sees the anchor in the address bar, and the rules page links to it)."""
+    chapter = notebook.name.split("_")[0].lstrip("0")
+    nb = nbformat.read(notebook, as_version=4)
+    return [f"{notebook.name}: ch{number}-claim-... in chapter {chapter}" for cell in nb.cells
+            if cell.cell_type == "markdown" for number in CLAIM_ANCHOR.findall(cell.source) if number != chapter]
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")), ids=lambda p: p.stem)
+def test_claim_anchors_carry_their_chapters_number(notebook):
+    assert not anchor_chapter_problems(notebook)
+
+
+def test_the_anchor_check_fails_on_a_chapter_number_from_another_chapter(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell('<a id="ch7-claim-latency"></a>\nText.')])
+    nbformat.write(nb, tmp_path / "08_kv_cache.ipynb")
+    assert anchor_chapter_problems(tmp_path / "08_kv_cache.ipynb") == ["08_kv_cache.ipynb: ch7-claim-... in chapter 8"]
+    nbformat.write(nb, tmp_path / "07_training.ipynb")
+    assert anchor_chapter_problems(tmp_path / "07_training.ipynb") == []

@@ -4,7 +4,7 @@ The notebooks' Markdown is plain CommonMark with a little HTML (``python tools/n
 so that Colab and Jupyter render it as the book does. Their links are plain Markdown links:
 
 - ``[Symptom 2](#debug-nan)`` to an anchor ``<a id="debug-nan"></a>`` in the same notebook,
-- ``[Chapter 10](../notebooks/10_debugging.ipynb#ch9-claim-clipping)`` to one in another page,
+- ``[Chapter 10](../notebooks/10_debugging.ipynb#ch10-claim-clipping)`` to one in another page,
 - ``[Vaswani et al. (2017)](../book/references.md#cite-vaswani2017attention)`` to a bibliography entry
   (``bibtex_cite_id: "cite-{key}"`` in _config.yml gives every entry that id),
 - ``[attention](../book/glossary.md#term-attention)`` to a glossary term (Sphinx's own ids).
