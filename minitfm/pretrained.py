@@ -443,18 +443,10 @@ def _build(config: ModelConfig, state: dict, dtype, device) -> DecoderOnlyLM:
     return model.to(device).eval() if device is not None else model.eval()
 
 
-def hf_inv_freq(d_head: int, base: float) -> torch.Tensor:
-    """RoPE's frequencies as transformers computes them, 1 / base^(2i/Dh): minitfm writes base^(-2i/Dh), which
-    differs in the last bit for some i. Over 40 positions that moves a logit by about 1e-5, so a loaded
-    checkpoint uses the published form."""
-    return 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.int64).float() / d_head))
-
-
 def _rebuild_buffers(model: DecoderOnlyLM) -> None:
     """Non-persistent buffers (RoPE's frequencies) stayed on the meta device: recompute them."""
-    if model.rope is not None:  # linear scaling divides the frequencies (transformers), not the positions
-        model.rope.inv_freq = hf_inv_freq(model.rope.d_head, model.rope.base) / model.rope.scale
-        model.rope.scale = 1.0
+    if model.rope is not None:
+        model.rope.inv_freq = model.rope._float32_inv_freq()
     left = [name for name, b in model.named_buffers() if b.is_meta]
     if left:
         raise RuntimeError(f"buffers {left} were not rebuilt after loading")  # a new buffer in the library

@@ -92,6 +92,18 @@ def test_rope_position_interpolation_divides_positions():
     assert_close(stretched(x, offset=8), plain(x, offset=2))
 
 
+def test_rope_frequencies_follow_base_and_scale_set_after_construction():
+    rope = RotaryEmbedding(8)
+    rope.scale, rope.base = 4.0, 500.0  # e.g. interpolating a trained model's positions
+    x = torch.randn(1, 1, 3, 8)
+    assert_close(rope(x, offset=5), RotaryEmbedding(8, base=500.0, scale=4.0)(x, offset=5), rtol=0, atol=0)
+    assert_close(rope.inv_freq, 1.0 / 500.0 ** (torch.arange(0, 8, 2) / 8) / 4.0)
+    with pytest.raises(ValueError, match="RoPE scale must be > 0, got 0"):
+        rope.scale = 0
+    with pytest.raises(ValueError, match="RoPE base must be > 0, got -2"):
+        RotaryEmbedding(8, base=-2)
+
+
 def test_rope_errors():
     with pytest.raises(ValueError, match="d_head must be even, got 7"):
         RotaryEmbedding(7)
