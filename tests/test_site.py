@@ -131,25 +131,30 @@ def test_every_page_of_the_toc_was_built():
     assert not missing, f"pages of _toc.yml missing from {SITE} (stale build? run tools/build_book.sh): {missing}"
 
 
+def internal_links(path: Path):
+    """(tag, attr, url, target file, fragment) for each link of a built page that stays on this machine."""
+    for tag, attr, url in parse(path).links:
+        parts = urlsplit(url)
+        if parts.scheme or url.startswith(("//", "mailto:")):
+            continue
+        target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+        yield tag, attr, url, target / "index.html" if target.is_dir() else target, parts.fragment
+
+
+def broken_link(tag: str, attr: str, url: str, target: Path, fragment: str) -> str | None:
+    """Why the link does not resolve (its file or its anchor is missing), or None."""
+    if not target.exists():
+        return f"<{tag} {attr}={url!r}> -> missing file"
+    if fragment and target.suffix == ".html" and fragment not in parse(target).ids:
+        return f"<{tag} {attr}={url!r}> -> no id {fragment!r}"
+    return None
+
+
 @needs_site
 def test_internal_links_and_anchors_resolve():
-    broken = []
-    for page in PAGES + ["genindex.html"]:
-        path = SITE / page
-        if not path.is_file():
-            continue  # reported by test_every_page_of_the_toc_was_built
-        for tag, attr, url in parse(path).links:
-            parts = urlsplit(url)
-            if parts.scheme or url.startswith("//") or url.startswith("mailto:"):
-                continue
-            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
-            if target.is_dir():
-                target = target / "index.html"
-            if not target.exists():
-                broken.append(f"{page}: <{tag} {attr}={url!r}> -> missing file")
-                continue
-            if parts.fragment and target.suffix == ".html" and parts.fragment not in parse(target).ids:
-                broken.append(f"{page}: <{tag} {attr}={url!r}> -> no id {parts.fragment!r}")
+    broken = [f"{page}: {problem}" for page in PAGES + ["genindex.html"] if (SITE / page).is_file()
+              # a page that was not built is reported by test_every_page_of_the_toc_was_built
+              for link in internal_links(SITE / page) if (problem := broken_link(*link))]
     assert not broken, "broken internal links:\n" + "\n".join(broken)
 
 

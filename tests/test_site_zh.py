@@ -32,7 +32,8 @@ import pytest
 import yaml
 
 from site_browser import browser_unavailable
-from test_site import ACCESSIBILITY, PAGES, SCREENSHOTS, SITE, browser, offline_page_problems, parse  # noqa: F401
+from test_site import (ACCESSIBILITY, PAGES, SCREENSHOTS, SITE, broken_link, browser,  # noqa: F401
+                       internal_links, offline_page_problems, parse)
 
 ROOT = Path(__file__).resolve().parents[1]
 ZH = SITE / "zh_CN"
@@ -120,21 +121,13 @@ def test_every_page_has_a_language_switch_to_the_same_page_in_the_other_edition(
 def test_chinese_internal_links_and_anchors_resolve():
     broken = []
     for page in PAGES + ["genindex.html"]:
-        path = ZH / page
-        for tag, attr, url in parse(path).links:
-            parts = urlsplit(url)
-            if parts.scheme or url.startswith(("//", "mailto:")):
-                continue
-            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
-            if target.is_dir():
-                target = target / "index.html"
-            if not target.exists():
-                broken.append(f"zh_CN/{page}: <{tag} {attr}={url!r}> -> missing file")
-            elif parts.fragment and target.suffix == ".html" and parts.fragment not in parse(target).ids:
-                broken.append(f"zh_CN/{page}: <{tag} {attr}={url!r}> -> no id {parts.fragment!r}")
-            elif not target.is_relative_to(ZH.resolve()) and target != (SITE / page).resolve():
+        for tag, attr, url, target, fragment in internal_links(ZH / page):
+            problem = broken_link(tag, attr, url, target, fragment)
+            if problem is None and not target.is_relative_to(ZH.resolve()) and target != (SITE / page).resolve():
                 # only the language switch and its <link rel=alternate> (the same page in English) leave it
-                broken.append(f"zh_CN/{page}: <{tag} {attr}={url!r}> leaves the Chinese edition")
+                problem = f"<{tag} {attr}={url!r}> leaves the Chinese edition"
+            if problem:
+                broken.append(f"zh_CN/{page}: {problem}")
     assert not broken, "broken internal links in the Chinese edition:\n" + "\n".join(broken[:40])
 
 
