@@ -23,7 +23,7 @@ one flat list of about 50 PyTorch operations per layer, most of them free views:
 The result equals the module path up to float rounding (the stacked matrices, and RMSNorm's sum of squares
 as a matrix product, may add in another order); ``tests/test_lean_decode.py`` compares the two for every configuration. The weights are read
 when the decoder is built: build a new one after changing the model (``generate`` builds one per call, and the
-prepared matrices are rebuilt when any parameter's storage or version counter changed).
+prepared matrices are rebuilt when any parameter's storage, version counter or sum changed).
 
 Not every model can take this path. :meth:`LeanDecoder.build` returns ``None``, and ``generate`` uses the
 modules, for a model in training mode, with forward hooks (they would not fire), with a block, attention,
