@@ -118,34 +118,39 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run(nb, path: Path, timeout: int) -> None:
-    from nbclient import NotebookClient
-
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-
-
-def execute(paths: list[Path], timeout: int = 180) -> int:
-    """Run each notebook top to bottom in a fresh kernel and write its outputs back.
+def run_notebook(nb, path: Path, timeout: int = 180) -> None:
+    """Execute ``nb``, read from ``path``, top to bottom in a fresh kernel (``path``'s folder as the working
+    directory); its outputs are written into ``nb``, also when a cell raises.
 
     ``timeout`` is per cell: a whole chapter runs in under 45 s, so a cell still waiting after 3 minutes is
-    a lost kernel message (seen about once in ten runs here, client and kernel both idle) or a real hang. The
-    notebook is then run once more from the start, and a second timeout is an error."""
+    a lost kernel message (seen twice in about twenty runs here, client and kernel both idle) or a real hang.
+    The notebook then runs once more from the start; a second timeout raises nbclient's CellTimeoutError."""
+    from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError
 
+    for attempt in (1, 2):
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+            return
+        except CellTimeoutError:
+            if attempt == 2:
+                raise
+            print(f"{path.name}: a cell waited over {timeout} s; running the notebook again from the start",
+                  flush=True)
+            nb.clear()
+            nb.update(nbformat.read(path, as_version=4))  # in place: the caller's reference sees the new run
+
+
+def execute(paths: list[Path]) -> int:
+    """Run each notebook in a fresh kernel (:func:`run_notebook`) and write its outputs back."""
     # Busy-waiting OpenMP threads make torch ~10x slower when another process shares the cores;
     # passive waiting changes no result. The kernel inherits this environment.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         start, cpu_start = time.perf_counter(), _children_cpu()
-        try:
-            _run(nb, path, timeout)
-        except CellTimeoutError:
-            print(f"{path.name}: a cell waited over {timeout} s; running the notebook again from the start")
-            nb = nbformat.read(path, as_version=4)
-            start, cpu_start = time.perf_counter(), _children_cpu()
-            _run(nb, path, timeout)
+        run_notebook(nb, path)
         elapsed, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
         for cell in nb.cells:  # keep diffs small: execution timestamps change every run
             cell.get("metadata", {}).pop("execution", None)

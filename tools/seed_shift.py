@@ -118,11 +118,11 @@ def verdicts(nb) -> dict[str, str]:
 def run_one(path: Path, offset: int, timeout: int = 180, keep: Path | None = None) -> dict:
     """Execute one notebook with seeds shifted by ``offset``; return what happened.
 
-    ``timeout`` is per cell (a whole chapter runs in under 45 s). A cell that times out is most likely a lost
-    kernel message, not the seeds: the notebook runs once more from the start, and a second timeout counts as
-    this offset's failure."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+    ``timeout`` is per cell; a cell that times out runs the notebook once more (notebooks.run_notebook), and a
+    second timeout counts as this offset's failure."""
+    from nbclient.exceptions import CellExecutionError
+
+    from notebooks import run_notebook
 
     nb = nbformat.read(path, as_version=4)
     shim = shim_dir()
@@ -132,14 +132,7 @@ def run_one(path: Path, offset: int, timeout: int = 180, keep: Path | None = Non
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     start, error = time.perf_counter(), None
     try:
-        try:
-            NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
-        except CellTimeoutError:
-            print(f"{path.name} (seeds + {offset}): a cell waited over {timeout} s; running it again", flush=True)
-            nb, start = nbformat.read(path, as_version=4), time.perf_counter()
-            NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        run_notebook(nb, path, timeout)
     except CellExecutionError as err:
         lines = [ln for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(err)).splitlines() if ln.strip()]
         error = next((ln for ln in reversed(lines) if re.match(r"^\w*(Error|Exception)\b", ln)), lines[-1])
