@@ -17,17 +17,14 @@ A screenshot of each chapter's first exercise, solutions still collapsed, goes t
 _build/screenshots/colab_view_chNN.png. One browser serves every notebook. Skips without Playwright or
 Chromium (tests/site_browser.py says why).
 
-The same checks run on the Chinese notebooks (zh_CN/notebooks/, written by ``python tools/i18n.py sync``;
-while that folder is absent, on the notebooks tools/i18n.py would write, English where a translation is
-missing); there a solution is a ``<details class="solution">`` whatever its summary says (答案, 解答...).
+The same checks run on the Chinese notebooks (zh_CN/notebooks/, written by ``python tools/i18n.py sync``);
+there a solution is a ``<details class="solution">`` whatever its summary says (答案, 解答...).
 Screenshots: _build/screenshots/colab_view_zh_chNN.png.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 import tempfile
 from pathlib import Path
 
@@ -149,27 +146,11 @@ def test_notebook_reads_well_in_classic_jupyter(viewer, path):
     assert not problems, f"{path.name} in classic Jupyter:\n  " + "\n  ".join(problems)
 
 
-@pytest.fixture(scope="module")
-def chinese_notebooks(tmp_path_factory) -> Path:
-    """zh_CN/notebooks/ when it has every notebook, else the notebooks tools/i18n.py writes (English fallback)."""
-    committed = ROOT / "zh_CN" / "notebooks"
-    if all((committed / p.name).is_file() for p in NOTEBOOKS):
-        return committed
-    spec = importlib.util.spec_from_file_location("i18n_for_colab_view", ROOT / "tools" / "i18n.py")
-    i18n = importlib.util.module_from_spec(spec)
-    sys.modules["i18n_for_colab_view"] = i18n
-    spec.loader.exec_module(i18n)
-    folder = tmp_path_factory.mktemp("zh_CN_notebooks")
-    for source in NOTEBOOKS:
-        nbformat.write(i18n.chinese_notebook(source, allow_missing=True), folder / source.name)
-    return folder
-
-
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
-def test_chinese_notebook_reads_well_in_classic_jupyter(viewer, chinese_notebooks, name):
+def test_chinese_notebook_reads_well_in_classic_jupyter(viewer, name):
     if name in NOT_YET_CONVERTED:
         pytest.skip(f"{name} is in test_notebooks_meta.NOT_YET_CONVERTED")
-    path = chinese_notebooks / name
+    path = ROOT / "zh_CN" / "notebooks" / name  # tests/test_i18n.py checks they are what i18n.py sync writes
     expected = solutions_in_source(path, SOLUTION_IN_CHINESE_SOURCE)
     assert expected == solutions_in_source(ROOT / "notebooks" / name), "the translation lost or added a solution"
     problems = classic_view_problems(viewer, path, expected, shot_name(path, "colab_view_zh_"), page_name=f"zh_{name}")

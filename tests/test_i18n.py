@@ -12,20 +12,17 @@ same functions of tools/i18n.py with ``root=`` the copy.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from tool_modules import tool
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("i18n_tool", ROOT / "tools" / "i18n.py")
-i18n = importlib.util.module_from_spec(spec)
-sys.modules["i18n_tool"] = i18n  # dataclasses look their module up
-spec.loader.exec_module(i18n)
+i18n = tool("i18n")
 
 NOTEBOOKS = i18n.notebook_sources()
 SOURCES = NOTEBOOKS + i18n.page_sources()

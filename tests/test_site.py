@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from html.parser import HTMLParser
 from pathlib import Path

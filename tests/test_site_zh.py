@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from site_browser import browser_unavailable
+from tool_modules import tool
 from test_site import (ACCESSIBILITY, PAGES, SCREENSHOTS, SITE, broken_link, browser,  # noqa: F401
                        internal_links, offline_page_problems, parse)
 
@@ -183,14 +184,7 @@ def test_every_english_anchor_exists_in_the_chinese_page():
 def test_the_themes_labels_are_in_chinese():
     """aria-labels, titles and alt texts of the theme that its catalogues leave in English are translated
     (tools/i18n.py ZH_SITE["ui"], applied by book/_ext/minitfm_i18n.py)."""
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("i18n_for_site", ROOT / "tools" / "i18n.py")
-    i18n = importlib.util.module_from_spec(spec)
-    sys.modules["i18n_for_site"] = i18n
-    spec.loader.exec_module(i18n)
-    english = set(i18n.ZH_SITE["ui"])
+    english = set(tool("i18n").ZH_SITE["ui"])
     attribute = re.compile(r'\s(?:aria-label|title|alt|placeholder|data-bs-title)="([^"]*)"')
     left = sorted({f"zh_CN/{page}: {value!r}" for page in PAGES + EXTRA_PAGES
                    for value in attribute.findall((ZH / page).read_text(encoding="utf-8")) if value in english})

@@ -1,6 +1,5 @@
 """The students' edition (`python tools/notebooks.py student OUT/`) keeps the exercises and drops every solution."""
 import csv
-import importlib.util
 import re
 import subprocess
 import sys
@@ -9,10 +8,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tool_modules import tool as load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("notebooks_tool", ROOT / "tools" / "notebooks.py")
-tool = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tool)
+tool = load_tool("notebooks")
 
 
 def everything(nb) -> str:
@@ -145,9 +144,7 @@ def test_it_needs_an_output_folder(capsys):
 
 
 # ---- grading a class with tools/grade.py ----
-grade_spec = importlib.util.spec_from_file_location("grade_tool", ROOT / "tools" / "grade.py")
-grade_tool = importlib.util.module_from_spec(grade_spec)
-grade_spec.loader.exec_module(grade_tool)
+grade_tool = load_tool("grade")
 
 
 def submission(mask_body: str) -> nbformat.NotebookNode:
@@ -190,10 +187,7 @@ def test_grade_can_read_the_verdicts_already_in_saved_outputs(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- the Chinese students' edition
-i18n_spec = importlib.util.spec_from_file_location("i18n_for_students", ROOT / "tools" / "i18n.py")
-i18n = importlib.util.module_from_spec(i18n_spec)
-sys.modules["i18n_for_students"] = i18n
-i18n_spec.loader.exec_module(i18n)
+i18n = load_tool("i18n")
 
 SYNTHETIC_ZH = [
     nbformat.v4.new_markdown_cell(
