@@ -21,6 +21,7 @@ import functools
 import json
 import os
 import pathlib
+import warnings
 from typing import Sequence
 
 VERSION_LINE = "#version: 0.2"
@@ -78,6 +79,13 @@ def read_gpt2_files(directory: str | os.PathLike):
     merge_texts = _read_merges_txt(directory / "merges.txt", json_vocab)
     regular = set(bytes_to_unicode().values()) | {a + b for a, b in merge_texts}
     special_tokens = [text for text, i in sorted(json_vocab.items(), key=lambda item: item[1]) if text not in regular]
+    shifted = {char for byte, char in bytes_to_unicode().items() if ord(char) != byte}  # Ġ for the space, Ċ ...
+    suspicious = [text for text in special_tokens if len(text) > 1 and set(text) & shifted]
+    if suspicious:
+        warnings.warn(f"{directory / 'vocab.json'}: {len(suspicious)} entries such as {suspicious[:3]} are neither one "
+                      f"byte nor a merge of merges.txt, so they are read as special tokens matched literally; they "
+                      f"are written in GPT-2's byte characters (Ġ is a space), so merges.txt may be truncated",
+                      stacklevel=2)
     vocab = {i: text.encode("utf-8") if text not in regular else _token_bytes(text) for text, i in json_vocab.items()}
     merges = [(_token_bytes(a), _token_bytes(b)) for a, b in merge_texts]
     return vocab, merges, special_tokens
@@ -109,12 +117,14 @@ def _read_vocab_json(path: pathlib.Path) -> dict[str, int]:
 def _read_merges_txt(path: pathlib.Path, json_vocab: dict[str, int]) -> list[tuple[str, str]]:
     """The merges of ``path`` as pairs of token texts, each line checked; errors name the line."""
     lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
+    while lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line, and any blank lines after it
     first = 1 if lines and lines[0].startswith("#version") else 0
     alphabet = set(bytes_to_unicode().values())
     merges = []
     for number, line in enumerate(lines[first:], start=first + 1):
+        if not line.strip():
+            raise ValueError(f"{path} line {number} is blank: expected two tokens separated by one space")
         parts = line.split(" ")
         if len(parts) != 2 or not all(parts):
             raise ValueError(f"{path} line {number}: expected two tokens separated by one space, got {line!r}")

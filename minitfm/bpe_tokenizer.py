@@ -13,18 +13,24 @@ Encoding a text:
    training's order, so the text is cut as it was during training. A pre-token's ids are cached: in real
    text the same words come back again and again.
 
+By default a special token's text inside the text to encode becomes the special token's id, as in Hugging
+Face ``tokenizers``; ``encode(text, allowed_special=set())`` encodes it as ordinary text instead (see
+:meth:`Tokenizer.encode`). Text holding a lone surrogate (half of a UTF-16 pair) is refused with a ValueError.
+
 Decoding joins the tokens' bytes and decodes them as UTF-8; a sequence cut inside a character (a model may
 generate one) gives U+FFFD there instead of an error. ``decode(encode(text)) == text`` for every string.
 Saving and loading in GPT-2's ``vocab.json`` + ``merges.txt`` format live in :mod:`minitfm.bpe_files`.
 """
 from __future__ import annotations
 
+import numbers
 import os
-from typing import Iterable, Iterator, Sequence
+from typing import AbstractSet, Iterable, Iterator, Literal, Sequence, Union
 
 import regex
 
-from .bpe import check_special_tokens, merge_pair, pretokenize, special_token_regex, split_on_special_tokens
+from .bpe import (check_no_surrogates, check_special_tokens, merge_pair, pretokenize, special_token_regex,
+                  split_on_special_tokens)
 from .bpe_files import read_gpt2_files, write_gpt2_files
 
 # The last non-space that a space follows. Between the two, GPT-2's regex always cuts and no later text
@@ -82,23 +88,52 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """How many ids the vocabulary has: bytes, merge results and special tokens."""
         return len(self.vocab)
 
     def __len__(self) -> int:
         return self.vocab_size
 
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text``: special tokens first, then GPT-2's pre-tokens, then merges by rank."""
+    def encode(self, text: str, *, allowed_special: Union[Literal["all"], AbstractSet[str]] = "all") -> list[int]:
+        """The ids of ``text``: special tokens first, then GPT-2's pre-tokens, then merges by rank.
+
+        ``allowed_special`` says which special tokens' text becomes their id: ``"all"`` (the default, as in
+        Hugging Face ``tokenizers``) or a set of this tokenizer's special tokens; the text of any other is
+        encoded as ordinary bytes (``allowed_special=set()``: none is special). Text from users or the web can
+        hold ``"<|endoftext|>"`` literally, and with the default it becomes the control token, so such text
+        can inject an end of text, or any control token, where none was meant (tiktoken refuses such text
+        unless told otherwise). ValueError if ``text`` holds a lone surrogate.
+        """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        specials = self._allowed(allowed_special)
         ids = []
-        for piece, is_special in split_on_special_tokens(text, self.special_tokens):
-            if is_special:
-                ids.append(self.special_ids[piece])
-            else:
-                for pretoken in pretokenize(piece):
-                    ids.extend(self._encode_pretoken(pretoken))
+        try:
+            for piece, is_special in split_on_special_tokens(text, specials):
+                if is_special:
+                    ids.append(self.special_ids[piece])
+                else:
+                    for pretoken in pretokenize(piece):
+                        ids.extend(self._encode_pretoken(pretoken))
+        except UnicodeEncodeError:
+            check_no_surrogates(text)  # names the first one
+            raise
         return ids
+
+    def _allowed(self, allowed_special) -> tuple[str, ...]:
+        """The special tokens that ``allowed_special`` lets through, as a tuple in this tokenizer's order."""
+        if isinstance(allowed_special, str):
+            if allowed_special != "all":
+                raise ValueError(f"allowed_special must be 'all' or a set of special tokens, got {allowed_special!r}")
+            return self.special_tokens
+        if not isinstance(allowed_special, AbstractSet):
+            raise TypeError(f"allowed_special must be 'all' or a set of special tokens, got "
+                            f"{type(allowed_special).__name__}")
+        unknown = sorted(t for t in allowed_special if t not in self.special_ids)
+        if unknown:
+            raise ValueError(f"allowed_special names {unknown}, which are not special tokens of this tokenizer "
+                             f"{list(self.special_tokens)}")
+        return tuple(t for t in self.special_tokens if t in allowed_special)
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
         ids = self._cache.get(pretoken)
@@ -119,18 +154,20 @@ class Tokenizer:
             ids = merge_pair(ids, pair, self._merged_ids[pair])
         return ids
 
-    def encode_iterable(self, chunks: Iterable[str]) -> Iterator[int]:
+    def encode_iterable(self, chunks: Iterable[str], *,
+                        allowed_special: Union[Literal["all"], AbstractSet[str]] = "all") -> Iterator[int]:
         """Yield the ids of ``"".join(chunks)`` lazily, exactly ``encode``'s, holding little text in memory.
 
         ``chunks`` is any iterable of str: a file opened in text mode (its lines), a list of lines, a
         generator of blocks. Text is encoded up to the last place where a pre-token must end whatever follows
         (a space after a non-space, outside any special token); the rest waits for the next chunk. A run of
         spaces or newlines split across lines is therefore cut exactly as ``encode`` cuts it. Memory grows only
-        with a run of text that has no space after a non-space.
+        with a run of text that has no space after a non-space. ``allowed_special`` as in :meth:`encode`.
         """
         if isinstance(chunks, str):
             raise TypeError("encode_iterable takes an iterable of str (lines, a text file), got one str: "
                             "use encode(text)")
+        self._allowed(allowed_special)  # checked before the first chunk is read
         pending = ""
         for chunk in chunks:
             if not isinstance(chunk, str):
@@ -139,9 +176,9 @@ class Tokenizer:
             pending += chunk
             cut = self._safe_cut(pending)
             if cut:
-                yield from self.encode(pending[:cut])
+                yield from self.encode(pending[:cut], allowed_special=allowed_special)
                 pending = pending[cut:]
-        yield from self.encode(pending)
+        yield from self.encode(pending, allowed_special=allowed_special)
 
     def _safe_cut(self, text: str) -> int:
         """The last position where ``text`` can be cut without changing its encoding, or 0 if none is known.
@@ -163,14 +200,30 @@ class Tokenizer:
         return 0
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``: their bytes joined, decoded as UTF-8 (U+FFFD where a character is cut)."""
-        if hasattr(ids, "tolist"):  # a torch tensor or NumPy array
+        """The text of ``ids``: their bytes joined, decoded as UTF-8 (U+FFFD where a character is cut).
+
+        ``ids`` is one sequence of int ids: a list or tuple, or a 1-D integer tensor or array of shape (T,).
+        A batch (B, T) is decoded row by row, ``[tok.decode(row) for row in batch]``."""
+        if isinstance(ids, (str, bytes)) or isinstance(ids, numbers.Number):
+            raise TypeError(f"decode takes one sequence of int ids (a list, or a tensor of shape (T,)), got "
+                            f"{type(ids).__name__} {ids!r}")
+        shape = getattr(ids, "shape", None)
+        if shape is not None and hasattr(ids, "tolist"):  # a torch tensor or NumPy array
+            if len(shape) != 1:
+                raise ValueError(f"decode takes one sequence of shape (T,), got shape {tuple(shape)}"
+                                 + ("; decode each row" if len(shape) == 2 else "; wrap one id in a list, [id]"
+                                    if len(shape) == 0 else ""))
             ids = ids.tolist()
         ids = list(ids)
+        if not all(type(i) is int for i in ids):  # bools and floats would pass as dict keys (True == 1, 5.0 == 5)
+            bad = next(i for i in ids if type(i) is not int)
+            if isinstance(bad, bool) or not isinstance(bad, numbers.Integral):
+                raise TypeError(f"decode takes int ids, got {type(bad).__name__} {bad!r}")
+            ids = [int(i) for i in ids]  # NumPy's integer scalars
         try:
             data = b"".join([self.vocab[i] for i in ids])
-        except (KeyError, TypeError):
-            bad = next(i for i in ids if not isinstance(i, int) or i not in self.vocab)
+        except KeyError:
+            bad = next(i for i in ids if i not in self.vocab)
             raise ValueError(f"token id {bad!r} is not in the vocabulary (vocab_size {self.vocab_size}, "
                              f"ids {min(self.vocab)}..{max(self.vocab)})") from None
         return data.decode("utf-8", errors="replace")

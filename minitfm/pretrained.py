@@ -24,11 +24,14 @@ whether embeddings are scaled). Every difference is handled here, in one place, 
 """
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import os
 import pathlib
+import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -159,32 +162,60 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
         rope_scale=scale, norm_eps=float(hf.get("rms_norm_eps", 1e-6)), **_special(hf, vocab))
 
 
-def model_family(config: ModelConfig) -> str:
-    """Which published family a minitfm config matches (``"gpt2"`` or ``"llama"``); ValueError otherwise."""
+def _architecture(config: ModelConfig) -> ModelConfig:
+    """``config`` resolved, with the fields that do not change the function a decoder-only LM computes set to
+    fixed values: dropout, attn_impl, pad_id, the encoder-decoder depths, and RoPE's base and scale when
+    positions are not RoPE."""
     c = config.resolved()
-    wants = {
-        "gpt2": dict(norm="layer", norm_first=True, pos="learned", bias=True, scale_embeddings=False),
-        "llama": dict(norm="rms", norm_first=True, pos="rope", ffn="swiglu", scale_embeddings=False),
-    }
+    blank = dict(dropout=0.0, attn_impl="manual", pad_id=None, n_encoder_layers=c.n_layers,
+                 n_decoder_layers=c.n_layers)
+    if c.pos != "rope":
+        blank.update(rope_base=10000.0, rope_scale=1.0)
+    return dataclasses.replace(c, **blank)
+
+
+def _lost_in(config: ModelConfig, family: str) -> dict:
+    """The settings of ``config`` that a ``config.json`` of ``family`` cannot hold: those that change when the
+    config is written in that family's terms and read back ({} when the family holds the whole model)."""
+    want = _architecture(config)
+    try:
+        back = _architecture(config_from_hf(_config_json(want, family)))
+    except ValueError as error:  # e.g. an odd head width read back as a Llama (RoPE needs an even one)
+        return {"config.json": str(error)}
+    return {f.name: getattr(want, f.name) for f in dataclasses.fields(want)
+            if getattr(want, f.name) != getattr(back, f.name)}
+
+
+def model_family(config: ModelConfig) -> str:
+    """Which published family a minitfm config matches (``"gpt2"`` or ``"llama"``); ValueError otherwise.
+
+    A family matches when writing the config as that family's ``config.json`` and reading it back
+    (:func:`config_from_hf`) gives the same architecture, so every setting the family lacks (grouped-query
+    attention in GPT-2, Llama without SwiGLU, scaled embeddings, Post-LN ...) is refused, and the error
+    names it."""
     differences = {}
-    for family, want in wants.items():
-        diff = {k: getattr(c, k) for k, v in want.items() if getattr(c, k) != v}
-        if family == "gpt2" and c.ffn not in ("gelu_tanh", "gelu", "relu"):
-            diff["ffn"] = c.ffn
-        if not diff:
+    for family in FAMILIES:
+        lost = _lost_in(config, family)
+        if not lost:
             return family
-        differences[family] = diff
+        differences[family] = lost
     raise ValueError("this model matches neither GPT-2 (norm='layer', pos='learned', bias=True, a GELU/ReLU FFN, "
-                     "scale_embeddings=False) nor Llama (norm='rms', pos='rope', ffn='swiglu', scale_embeddings=False); "
-                     f"it differs in {differences}")
+                     "n_kv_heads = n_heads, scale_embeddings=False) nor Llama (norm='rms', pos='rope', ffn='swiglu', "
+                     f"scale_embeddings=False); it differs in {differences}")
 
 
 def config_to_hf(config: ModelConfig) -> dict:
     """The ``config.json`` dict that ``transformers`` needs to build the same model."""
-    c, family = config.resolved(), model_family(config)
+    return _config_json(config, model_family(config))
+
+
+def _config_json(config: ModelConfig, family: str) -> dict:
+    """``config`` written as ``family``'s ``config.json``; a setting the family lacks is left out (so
+    :func:`model_family` sees it change on the way back)."""
+    c = config.resolved()
     special = {"bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}
     if family == "gpt2":
-        act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}[c.ffn]
+        act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}.get(c.ffn, "gelu_new")
         return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": c.vocab_size,
                 "n_positions": c.max_seq_len, "n_embd": c.d_model, "n_layer": c.n_layers, "n_head": c.n_heads,
                 "n_inner": c.d_ff, "activation_function": act, "layer_norm_epsilon": c.norm_eps,
@@ -206,14 +237,24 @@ def config_to_hf(config: ModelConfig) -> dict:
 # ---- the key map -----------------------------------------------------------------------------------------------
 
 def split_fused_qkv(weight: torch.Tensor, d_model: int) -> list[torch.Tensor]:
-    """GPT-2's c_attn (Conv1D, (D, 3D), or its (3D,) bias) -> q, k, v as nn.Linear weights ((D, D)) or biases."""
+    """GPT-2's c_attn (Conv1D, (D, 3D), or its (3D,) bias) -> q, k, v as nn.Linear weights ((D, D)) or biases.
+
+    ValueError for any other shape (a fused q|k|v of grouped-query attention, (D, D + 2 D_kv), is not GPT-2's)."""
+    want = (3 * d_model,) if weight.dim() == 1 else (d_model, 3 * d_model)
+    if tuple(weight.shape) != want:
+        raise ValueError(f"GPT-2's c_attn holds q, k and v of width d_model={d_model} side by side: expected shape "
+                         f"{want}, got {tuple(weight.shape)}")
     if weight.dim() == 1:
         return list(weight.split(d_model))  # (3D,) -> 3 x (D,)
     return [w.t().contiguous() for w in weight.split(d_model, dim=1)]  # (D, 3D) -> 3 x (D_in, D) -> (D, D_in)
 
 
 def fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """The inverse of :func:`split_fused_qkv`."""
+    """The inverse of :func:`split_fused_qkv`; ValueError unless q, k and v have one shape (D, D) or (D,)."""
+    shapes = [tuple(t.shape) for t in (q, k, v)]
+    if len(set(shapes)) != 1 or len(shapes[0]) not in (1, 2) or (len(shapes[0]) == 2 and shapes[0][0] != shapes[0][1]):
+        raise ValueError(f"GPT-2's c_attn fuses three (D, D) projections (or (D,) biases), got q {shapes[0]}, "
+                         f"k {shapes[1]}, v {shapes[2]} (grouped-query attention has no GPT-2 layout)")
     if q.dim() == 1:
         return torch.cat([q, k, v])
     return torch.cat([q.t(), k.t(), v.t()], dim=1).contiguous()
@@ -228,18 +269,29 @@ def rotate_half_permutation(d_head: int) -> torch.Tensor:
     return torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).flatten()  # [0, h, 1, h+1, ...]
 
 
+def _head_width(weight: torch.Tensor, n_heads: int) -> int:
+    """Dh of a q_proj/k_proj weight (rows = n_heads * Dh) or bias; ValueError unless Dh is a whole even number."""
+    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+    rows = weight.shape[0] if weight.dim() else 0
+    if weight.dim() not in (1, 2) or rows % n_heads or (rows // n_heads) % 2:
+        raise ValueError(f"a q_proj/k_proj weight (or bias) has n_heads * Dh rows with an even head width Dh: "
+                         f"shape {tuple(weight.shape)} is not {n_heads} heads of an even width")
+    return rows // n_heads
+
+
 def from_rotate_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """q_proj/k_proj rows (or bias) of a rotate-half checkpoint, reordered for minitfm's adjacent pairs."""
-    rows = weight.shape[0]
-    perm = rotate_half_permutation(rows // n_heads)
-    return weight.reshape(n_heads, rows // n_heads, *weight.shape[1:])[:, perm].reshape(weight.shape).contiguous()
+    d_head = _head_width(weight, n_heads)
+    perm = rotate_half_permutation(d_head).to(weight.device)
+    return weight.reshape(n_heads, d_head, *weight.shape[1:])[:, perm].reshape(weight.shape).contiguous()
 
 
 def to_rotate_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """The inverse of :func:`from_rotate_half`."""
-    rows = weight.shape[0]
-    inverse = torch.argsort(rotate_half_permutation(rows // n_heads))
-    return weight.reshape(n_heads, rows // n_heads, *weight.shape[1:])[:, inverse].reshape(weight.shape).contiguous()
+    d_head = _head_width(weight, n_heads)
+    inverse = torch.argsort(rotate_half_permutation(d_head)).to(weight.device)
+    return weight.reshape(n_heads, d_head, *weight.shape[1:])[:, inverse].reshape(weight.shape).contiguous()
 
 
 @dataclass(frozen=True)
@@ -249,8 +301,9 @@ class Rule:
     hf_key: str
     minitfm_keys: tuple[str, ...]
     how: str  # what the chapter's table shows
-    to_minitfm: Callable = None  # tensor -> list of tensors
-    to_hf: Callable = None  # list of tensors -> tensor
+    to_minitfm: Optional[Callable] = None  # tensor -> list of tensors, one per minitfm key
+    to_hf: Optional[Callable] = None  # list of tensors -> tensor
+    hf_shape: Optional[tuple] = None  # the published tensor's shape for this config (filled in by key_map)
 
 
 def _copy(hf_key: str, key: str) -> Rule:
@@ -292,7 +345,8 @@ def _llama_rules(c: ModelConfig) -> list[Rule]:
             for name, heads in (("q", c.n_heads), ("k", c.n_kv_heads)):
                 rules.append(Rule(f"{h}self_attn.{name}_proj.{part}", (f"{m}self_attn.{name}_proj.{part}",),
                                   "rotate-half -> pairs",
-                                  lambda t, n=heads: [from_rotate_half(t, n)], lambda ts, n=heads: to_rotate_half(ts[0], n)))
+                                  lambda t, n=heads: [from_rotate_half(t, n)],
+                                  lambda ts, n=heads: to_rotate_half(ts[0], n)))
             rules += [_copy(f"{h}self_attn.v_proj.{part}", f"{m}self_attn.v_proj.{part}"),
                       _copy(f"{h}self_attn.o_proj.{part}", f"{m}self_attn.out_proj.{part}")]
             rules += [_copy(f"{h}mlp.{p}_proj.{part}", f"{m}ffn.{p}_proj.{part}") for p in ("gate", "up", "down")]
@@ -305,9 +359,13 @@ def _llama_rules(c: ModelConfig) -> list[Rule]:
 
 
 def key_map(config: ModelConfig) -> list[Rule]:
-    """Every published tensor of a model with this config, as a :class:`Rule`."""
+    """Every published tensor of a model with this config, as a :class:`Rule` (with its published shape)."""
     c = config.resolved()
-    return _gpt2_rules(c) if model_family(c) == "gpt2" else _llama_rules(c)
+    rules = _gpt2_rules(c) if model_family(c) == "gpt2" else _llama_rules(c)
+    expected = _expected_shapes(c)
+    with torch.device("meta"):  # the shapes only: each rule's inverse applied to empty tensors
+        return [dataclasses.replace(rule, hf_shape=tuple(rule.to_hf([torch.empty(expected[k]) for k in
+                                                                       rule.minitfm_keys]).shape)) for rule in rules]
 
 
 _BUFFERS = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")  # not weights: recomputed by minitfm
@@ -344,11 +402,18 @@ def to_minitfm(state: dict, config: ModelConfig) -> dict:
     expected = _expected_shapes(config)
     out = {}
     for rule in rules:
-        tensors = rule.to_minitfm(state[rule.hf_key])
+        published = state[rule.hf_key]
+        if tuple(published.shape) != rule.hf_shape:  # checked before transforming, so no reshape fails first
+            raise ValueError(f"{rule.hf_key} has shape {tuple(published.shape)}; this config expects "
+                             f"{rule.hf_shape} (it gives {', '.join(rule.minitfm_keys)}: {rule.how})")
+        tensors = rule.to_minitfm(published)
+        if len(tensors) != len(rule.minitfm_keys):  # zip would drop the rest silently
+            raise ValueError(f"{rule.hf_key} {tuple(published.shape)} gave {len(tensors)} tensors; '{rule.how}' must "
+                             f"give {len(rule.minitfm_keys)} ({', '.join(rule.minitfm_keys)})")
         for key, tensor in zip(rule.minitfm_keys, tensors):
             want = expected[key]
             if tuple(tensor.shape) != want:
-                raise ValueError(f"{rule.hf_key} has shape {tuple(state[rule.hf_key].shape)}, which gives {key} the "
+                raise ValueError(f"{rule.hf_key} has shape {tuple(published.shape)}, which gives {key} the "
                                  f"shape {tuple(tensor.shape)}; this config expects {want}")
             out[key] = tensor
     if config.tie_embeddings:
@@ -367,13 +432,23 @@ def _expected_shapes(config: ModelConfig) -> dict[str, tuple]:
 
 
 def to_hf(state: dict, config: ModelConfig) -> dict:
-    """minitfm's state dict -> the published keys and layouts (tied heads written once, as transformers does)."""
+    """minitfm's state dict -> the published keys and layouts (tied heads written once, as transformers does).
+
+    Raises ValueError naming the first missing tensor or the first whose shape does not fit ``config``."""
+    expected = _expected_shapes(config)
     out = {}
     for rule in key_map(config):
         missing = [k for k in rule.minitfm_keys if k not in state]
         if missing:
             raise ValueError(f"the minitfm state dict lacks {missing} (needed for {rule.hf_key})")
-        out[rule.hf_key] = rule.to_hf([state[k] for k in rule.minitfm_keys]).contiguous()
+        for key in rule.minitfm_keys:
+            if tuple(state[key].shape) != expected[key]:
+                raise ValueError(f"{key} has shape {tuple(state[key].shape)}; this config expects {expected[key]}")
+        tensor = rule.to_hf([state[k] for k in rule.minitfm_keys]).contiguous()
+        if tuple(tensor.shape) != rule.hf_shape:
+            raise ValueError(f"'{rule.how}' made {rule.hf_key} of shape {tuple(tensor.shape)}; the published "
+                             f"layout is {rule.hf_shape}")
+        out[rule.hf_key] = tensor
     return out
 
 
@@ -444,47 +519,109 @@ def _build(config: ModelConfig, state: dict, dtype, device) -> DecoderOnlyLM:
 
 
 def _rebuild_buffers(model: DecoderOnlyLM) -> None:
-    """Non-persistent buffers (RoPE's frequencies) stayed on the meta device: recompute them."""
+    """Non-persistent buffers (RoPE's frequencies) stayed on the meta device: recompute them on the device of
+    the weights (a GPU when ``from_transformers`` converts a model that is on one)."""
+    device = model.tok_emb.weight.device
     if model.rope is not None:
-        model.rope.inv_freq = model.rope._float32_inv_freq()
-    left = [name for name, b in model.named_buffers() if b.is_meta]
+        model.rope.inv_freq = model.rope._float32_inv_freq().to(device)
+    left = [name for name, b in model.named_buffers() if b.device != device]
     if left:
-        raise RuntimeError(f"buffers {left} were not rebuilt after loading")  # a new buffer in the library
+        raise RuntimeError(f"buffers {left} were not rebuilt on {device} after loading")  # a new buffer in the library
 
 
 def _is_local(name: str) -> bool:
     return pathlib.Path(name).expanduser().is_dir()
 
 
+_REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")  # "gpt2", "openai-community/gpt2"
+_SAFETENSORS = ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"]
+_PYTORCH_BIN = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
+_OTHER_FILES = ["config.json", "vocab.json", "merges.txt"]
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """A name that cannot be a Hub repository id: it starts with ``.``, ``/`` or ``~``, or is not ``owner/name``."""
+    return name.startswith((".", "/", "~", os.sep)) or not _REPO_ID.match(name)
+
+
+def _hub_error_kinds():
+    """(the Hub's "no such repository or revision" errors, its gated-repository error, the errors of being offline)."""
+    from huggingface_hub import errors
+
+    offline = [errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled, ConnectionError, TimeoutError]
+    for module_name in ("httpx2", "httpx", "requests"):  # the HTTP clients huggingface_hub versions use
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        kinds = [getattr(module, n, None) for n in ("TransportError", "ConnectionError", "Timeout")]
+        offline += [k for k in kinds if isinstance(k, type) and issubclass(k, Exception)]
+    return (errors.RepositoryNotFoundError, errors.RevisionNotFoundError), errors.GatedRepoError, tuple(offline)
+
+
+def _snapshot(name: str, revision: str | None, patterns: list[str]) -> pathlib.Path:
+    """``snapshot_download`` of the files matching ``patterns``, its failures told apart (the cause kept)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError
+
+    not_found, gated, offline = _hub_error_kinds()
+    at = f" at revision {revision!r}" if revision else ""
+    try:
+        return pathlib.Path(snapshot_download(name, revision=revision, allow_patterns=patterns))
+    except gated as error:
+        raise ValueError(f"the Hugging Face Hub repository {name!r} is gated: accept its terms on its page, then log "
+                         "in (hf auth login) or set HF_TOKEN") from error
+    except not_found as error:
+        raise ValueError(f"the Hugging Face Hub has no model {name!r}{at} (or it is private), and there is no "
+                         f"local folder {name!r} either") from error
+    except HFValidationError as error:
+        raise ValueError(f"{name!r} is not a Hugging Face Hub name (owner/name): {error}") from error
+    except offline as error:
+        flag = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        raise ConnectionError(
+            f"could not fetch {name!r}{at} from the Hugging Face Hub ({type(error).__name__}"
+            f"{': HF_HUB_OFFLINE is set' if flag else ''}), and it is not in the local cache. Loading by name needs "
+            f"the network once; offline, pass the path of a checkpoint folder (config.json and model.safetensors) "
+            f"instead (there is no local folder {name!r})") from error
+
+
 def download(name: str, *, revision: str | None = None) -> pathlib.Path:
     """The local folder of Hub model ``name`` (downloaded once, then cached by huggingface_hub).
 
-    Offline (no network, or ``HF_HUB_OFFLINE=1``) and the model not cached: a ConnectionError that says so."""
+    It fetches ``config.json``, the tokenizer files and one weight format: ``model.safetensors`` (or its
+    shards), else ``pytorch_model.bin`` (or its shards) for repositories that have no safetensors.
+
+    Raises:
+        ValueError: no such repository or revision on the Hub (or it is private), or it is gated.
+        ConnectionError: offline (no network, or ``HF_HUB_OFFLINE=1``) and the model is not cached.
+    """
     try:
-        from huggingface_hub import snapshot_download
+        import huggingface_hub  # noqa: F401
     except ImportError:
         raise ImportError("loading a model by name needs huggingface_hub: pip install huggingface_hub "
                           "(or pass the path of a local checkpoint folder)") from None
-    patterns = ["config.json", "*.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt"]
-    try:
-        return pathlib.Path(snapshot_download(name, revision=revision, allow_patterns=patterns))
-    except Exception as error:  # the hub raises many kinds (offline mode, connection, not found); say it once
-        reason = type(error).__name__
-        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
-        raise ConnectionError(
-            f"could not fetch {name!r} from the Hugging Face Hub ({reason}"
-            f"{': HF_HUB_OFFLINE is set' if offline else ''}). Loading by name needs the network once; "
-            "offline, pass the path of a checkpoint folder (config.json and model.safetensors) instead") from None
+    folder = _snapshot(name, revision, _OTHER_FILES + _SAFETENSORS)
+    if not any(folder.glob("model*.safetensors")):  # a repository with PyTorch's .bin weights only
+        folder = _snapshot(name, revision, _OTHER_FILES + _PYTORCH_BIN)
+    return folder
 
 
 def from_pretrained(name_or_path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device=None,
                     revision: str | None = None) -> DecoderOnlyLM:
-    """Load ``"gpt2"``-style Hub names (online) or a local checkpoint folder into minitfm."""
+    """Load ``"gpt2"``-style Hub names (online) or a local checkpoint folder into minitfm.
+
+    A folder that exists is read; a name that cannot be a Hub repository id (it starts with ``.``, ``/`` or
+    ``~``, or is not ``owner/name``), or an ``os.PathLike``, is a path, and a FileNotFoundError names it when
+    it is no folder. Other names go to the Hub: see :func:`download` for its errors."""
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"name_or_path must be a Hub name or a folder, got {type(name_or_path).__name__}")
     name = os.fspath(name_or_path)
-    folder = pathlib.Path(name).expanduser() if _is_local(name) else download(name, revision=revision)
-    return load(folder, dtype=dtype, device=device)
+    if _is_local(name):
+        return load(pathlib.Path(name).expanduser(), dtype=dtype, device=device)
+    if not isinstance(name_or_path, str) or _looks_like_a_path(name):
+        raise FileNotFoundError(f"no checkpoint folder at {name!r} ({pathlib.Path(name).expanduser().absolute()}); "
+                                "a path is read locally and never looked up on the Hub")
+    return load(download(name, revision=revision), dtype=dtype, device=device)
 
 
 def save_pretrained(model: DecoderOnlyLM, directory: str | os.PathLike) -> pathlib.Path:

@@ -1,7 +1,11 @@
+import json
 import pathlib
 import random
+import re
 
+import numpy as np
 import pytest
+import torch
 
 from minitfm.bpe import merge_pair, pretokenize, train_bpe, train_bpe_naive
 from minitfm.bpe_files import bytes_to_unicode, read_gpt2_files, token_text
@@ -272,7 +276,7 @@ def test_bad_tokenizer_input(trained, tok):
         list(tok.encode_iterable([b"abc"]))
     with pytest.raises(TypeError, match="got one str: use encode"):
         list(tok.encode_iterable("abc"))
-    with pytest.raises(ValueError, match="must contain special token b'<|x|>'"):
+    with pytest.raises(ValueError, match=re.escape("must contain special token b'<|x|>'")):
         Tokenizer(vocab, merges, ["<|x|>"])
     with pytest.raises(ValueError, match=r"must contain the single byte b'a'"):
         Tokenizer({i: t for i, t in vocab.items() if t != b"a"}, [])
@@ -295,4 +299,174 @@ def test_bad_files(tok, tmp_path):
             Tokenizer.load(tmp_path)
     (tmp_path / "vocab.json").write_text('["not", "an", "object"]', encoding="utf-8")
     with pytest.raises(ValueError, match="must hold one JSON object"):
+        Tokenizer.load(tmp_path)
+
+
+# ---- edge cases: one-byte special tokens, lone surrogates, decode's input, literal special-token text ----------
+
+@pytest.mark.parametrize("special", ["\n", "a", "\x00"])
+def test_a_one_byte_special_token_is_refused_up_front(trained, special):
+    message = f"special token {special!r} is the single byte {ord(special)}, which already has its own id"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        train_bpe(CORPUS, 300, [special])
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Tokenizer(*trained, [special])
+    vocab, merges = train_bpe(CORPUS, 300, ["<|nl|>", "é"])  # two bytes are enough, and the result loads
+    assert Tokenizer(vocab, merges, ["<|nl|>", "é"]).encode("é<|nl|>") == [299, 298]
+
+
+@pytest.mark.parametrize("text, index", [("ab\ud83dcd", 2), ("\udc00", 0), ("ok " * 5 + "\udfff", 15)])
+def test_lone_surrogates_get_a_clear_error(tok, text, index):
+    code = re.escape(f"U+{ord(text[index]):04X}")
+    with pytest.raises(ValueError, match=f"lone surrogate {code} at index {index}"):
+        tok.encode(text)
+    with pytest.raises(ValueError, match=f"training text holds a lone surrogate {code} at index {index}"):
+        train_bpe(text, 300)
+    with pytest.raises(ValueError, match=f"lone surrogate {code}"):
+        list(tok.encode_iterable([text]))
+    repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # the repair the message offers
+    assert tok.decode(tok.encode(repaired)) == repaired and "\ufffd" in repaired
+    assert tok.encode("\ud83d\ude00".encode("utf-16", "surrogatepass").decode("utf-16")) == tok.encode("😀")
+
+
+@pytest.mark.parametrize("ids, exception, pattern", [
+    (torch.tensor(104), ValueError, r"one sequence of shape \(T,\), got shape \(\); wrap one id in a list"),
+    (torch.tensor([[104, 105]]), ValueError, r"one sequence of shape \(T,\), got shape \(1, 2\); decode each row"),
+    (np.array([[104, 105]]), ValueError, r"got shape \(1, 2\)"),
+    (torch.tensor([True, False]), TypeError, "decode takes int ids, got bool True"),
+    (torch.tensor([104.0]), TypeError, "decode takes int ids, got float 104.0"),
+    ([104, 105.0], TypeError, "decode takes int ids, got float 105.0"),
+    ([True], TypeError, "decode takes int ids, got bool True"),
+    (104, TypeError, "decode takes one sequence of int ids .* got int 104"),
+    ("hi", TypeError, "got str 'hi'"),
+    ([104, "i"], TypeError, "decode takes int ids, got str 'i'"),
+])
+def test_decode_names_what_it_expected(tok, ids, exception, pattern):
+    with pytest.raises(exception, match=pattern):
+        tok.decode(ids)
+
+
+def test_decode_takes_lists_tuples_tensors_and_arrays(tok):
+    ids = tok.encode("hi there")
+    for form in (ids, tuple(ids), torch.tensor(ids), np.array(ids), list(np.array(ids)), iter(ids)):
+        assert tok.decode(form) == "hi there"
+    assert tok.decode([]) == "" and tok.decode(torch.tensor([], dtype=torch.long)) == ""
+
+
+def test_allowed_special_chooses_what_literal_special_token_text_becomes(trained, tok):
+    text = "a<|endoftext|>b <|a|><|b|>c<|a|>"
+    ids = tok.special_ids
+    assert tok.encode(text) == tok.encode(text, allowed_special="all")  # the default: today's behaviour
+    assert tok.encode(text).count(ids["<|endoftext|>"]) == 1
+    as_text = tok.encode(text, allowed_special=set())
+    assert not set(as_text) & set(ids.values()) and tok.decode(as_text) == text
+    assert as_text == tok.encode("a") + tok.encode("<|endoftext|>b <|a|><|b|>c<|a|>", allowed_special=frozenset())
+    only_a = tok.encode(text, allowed_special={"<|a|>"})  # <|a|><|b|> is not allowed, so <|a|> is matched in it
+    assert only_a.count(ids["<|a|>"]) == 2 and ids["<|endoftext|>"] not in only_a and tok.decode(only_a) == text
+    assert list(tok.encode_iterable(list(text), allowed_special={"<|a|>"})) == only_a
+    hf = hf_tokenizer(*trained, SPECIALS)
+    assert tok.encode(text) == hf.encode(text).ids  # Hugging Face also turns special-token text into its id
+    with pytest.raises(ValueError, match=re.escape("allowed_special names ['<|x|>'], which are not special tokens")):
+        tok.encode(text, allowed_special={"<|x|>"})
+    with pytest.raises(ValueError, match="allowed_special must be 'all' or a set"):
+        tok.encode(text, allowed_special="none")
+    with pytest.raises(TypeError, match="allowed_special must be 'all' or a set of special tokens, got list"):
+        list(tok.encode_iterable([text], allowed_special=["<|a|>"]))
+
+
+# ---- tie rules: CS336's (the default) and Hugging Face's BpeTrainer ------------------------------------------
+
+def test_tie_rules_differ_on_equal_counts():
+    # every pair of "ab cd" occurs once
+    assert train_bpe("ab cd", 259)[1] == [(b"c", b"d"), (b"a", b"b"), (b" ", b"cd")]  # greater bytes first
+    vocab, merges = train_bpe("ab cd", 259, tie_break="huggingface")
+    assert merges == [(b"a", b"b"), (b"c", b"d"), (b" ", b"cd")]  # smaller BpeTrainer ids first
+    # BpeTrainer's ids: the bytes in the order of their byte-level characters (! is first, the space is Ġ, U+0120)
+    assert vocab[0] == b"!" and vocab[ord("a") - ord("!")] == b"a" and vocab[188 + 32] == b" "
+    assert [vocab[i] for i in (256, 257, 258)] == [b"ab", b"cd", b" cd"] and len(vocab) == 259
+    with pytest.raises(ValueError, match=r"tie_break must be one of \('bytes', 'huggingface'\), got 'hf'"):
+        train_bpe("ab cd", 259, tie_break="hf")
+    with pytest.raises(ValueError, match="tie_break must be one of"):
+        train_bpe_naive("ab cd", 259, tie_break="greater")
+
+
+# Texts written for the comparison with BpeTrainer, each with many pairs of equal counts.
+TIE_TEXTS = {
+    "english": """It was the best of times; it wasn't the worst. We'd walked 3 miles, they'll say, and we've
+no regrets. The tokenizer merges the most frequent pair, then the next, and so on: ties are broken by a rule,
+and two rules give two vocabularies. Reading, writing and arithmetic; reader, writer, written, wrote, rewrote.
+Don't count your chickens before they hatch. A stitch in time saves nine! Is it 10:45 or 11:15? Prices: $4.99,
+$19.95 and 2,500 euros. "Quoted text," she said, 'and single quotes', (parentheses) [brackets] {braces}.
+""" * 3 + " ".join(f"word{i} w{i % 7}x{i % 5} the{i % 3}" for i in range(120)),
+    "chinese": """机器学习是人工智能的一个分支。分词器把文本切成词元，模型再学习词元之间的关系。
+今天的天气很好，我们去公园散步吧！训练数据越多，模型就越强吗？不一定：数据的质量同样重要。
+注意力机制让每个词元看到前面的所有词元。字节对编码从单个字节开始，反复合并最常见的相邻对。
+""" * 3 + "，".join("中文分词" [i % 4] + "模型训练数据" [i % 6] + "字节" [i % 2] for i in range(150)),
+    "emoji": """Emoji: 😀😃😄😁 🚀🚀 🌍🌎🌏 👩‍💻👨‍🔬 ❤️🧡💛💚💙💜 👍🏻👍🏽👍🏿 🇫🇷🇯🇵🇧🇷 ✨🎉🎊 ☕️🍵
+happy 😀, rocket 🚀, planet 🌍; love ❤️ and thumbs 👍🏽! 🐍 Python 🦀 Rust 🐹 Go.
+""" * 4 + " ".join(chr(0x1F600 + i * 7 % 80) + chr(0x1F300 + i * 11 % 96) * (1 + i % 2)
+                   + ("\u200d💻" if i % 5 == 0 else "") for i in range(400)),
+    "whitespace": """def train(text,   vocab_size):
+    counts = {}
+    for word in text.split():\r\n
+        counts[word] = counts.get(word, 0) + 1    # count
+
+
+\t\tindented with tabs\t and\ttabs
+        eight spaces        then words        
+   \n\n\n   three newlines   \r\n\r\n
+""" * 4 + "".join(" " * (i % 13) + ["if x:", "for i in y:", "return", "x", "y = 1", "pass"][i % 6] + " " * (i % 4)
+                   + "\t" * (i % 3) + ("\r\n" if i % 5 == 0 else "\n") * (1 + i % 3) for i in range(400)),
+}
+TIE_SPECIALS = ["<|endoftext|>", "<|pad|>"]
+
+
+def hf_bpe_trainer(text, vocab_size, specials):
+    """Hugging Face's BpeTrainer: ByteLevel pre-tokenizer (GPT-2's regex, no prefix space), every byte in the
+    initial alphabet, no min_frequency; returns its vocabulary (text -> id) and merges (pairs of texts)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE())
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    hf.train_from_iterator([text], trainer)
+    model = json.loads(hf.to_str())["model"]
+    return hf, model["vocab"], [tuple(merge) for merge in model["merges"]]
+
+
+@pytest.mark.parametrize("kind", [*TIE_TEXTS, "all"])
+def test_huggingface_tie_rule_trains_as_bpe_trainer(kind):
+    text = "<|endoftext|>".join(TIE_TEXTS.values()) if kind == "all" else TIE_TEXTS[kind]
+    vocab_size = 256 + len(TIE_SPECIALS) + 400
+    hf, hf_vocab, hf_merges = hf_bpe_trainer(text, vocab_size, TIE_SPECIALS)
+    vocab, merges = train_bpe(text, vocab_size, TIE_SPECIALS, tie_break="huggingface")
+    assert len(merges) >= 200  # several hundred merges, most of them decided among pairs of equal counts
+    assert [(token_text(a), token_text(b)) for a, b in merges] == hf_merges  # the same merges in the same order
+    ours = {token.decode() if i < len(TIE_SPECIALS) else token_text(token): i for i, token in vocab.items()}
+    assert ours == hf_vocab  # the same id for every token, special tokens first
+    if kind == "all":
+        smaller = 256 + len(TIE_SPECIALS) + 150  # the naive recount is slow: fewer merges
+        assert (train_bpe_naive(text, smaller, TIE_SPECIALS, tie_break="huggingface")
+                == train_bpe(text, smaller, TIE_SPECIALS, tie_break="huggingface"))
+        assert train_bpe(text, vocab_size, TIE_SPECIALS)[1] != merges  # the default rule learns other merges here
+        tok = Tokenizer(vocab, merges, TIE_SPECIALS)  # the library's own tokenizer takes the vocabulary
+        for sample in [text[:2000], *SAMPLES]:
+            assert tok.encode(sample) == hf.encode(sample).ids
+
+
+def test_merges_file_blank_lines_and_truncation(tok, tmp_path):
+    import warnings
+    tok.save(tmp_path)
+    merges_path = tmp_path / "merges.txt"
+    lines = merges_path.read_text(encoding="utf-8").splitlines()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a complete file with <|endoftext|> and other specials: no warning
+        assert Tokenizer.load(tmp_path).merges == tok.merges
+    merges_path.write_text("\n".join(lines) + "\n\n\n", encoding="utf-8")  # blank lines after the last merge
+    assert Tokenizer.load(tmp_path).merges == tok.merges
+    merges_path.write_text("\n".join(lines[:2] + [""] + lines[2:]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="merges.txt line 3 is blank: expected two tokens"):
+        Tokenizer.load(tmp_path)
+    merges_path.write_text("\n".join(lines[:40]) + "\n", encoding="utf-8")  # a truncated file: " the" and others left
+    with pytest.warns(UserWarning, match=r"entries such as .*'Ġ.*read as special tokens.*merges.txt may be truncated"):
         Tokenizer.load(tmp_path)

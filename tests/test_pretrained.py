@@ -8,8 +8,10 @@ activations grow large enough that float rounding in 2 layers reaches 1e-5).
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -168,7 +170,7 @@ def test_pytorch_bin_and_original_gpt2_key_names_load(tmp_path):
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(hf.config.to_dict()))
         torch.save(hf.state_dict(), folder / "pytorch_model.bin")
-    tokens = torch.randint(0, VOCAB, (1, 12))
+    tokens = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         assert (P.load(folder)(tokens) - hf(tokens).logits).abs().max() <= TOL
     # OpenAI's files name tensors without "transformer." and keep the causal-mask buffers: both are accepted
@@ -230,63 +232,235 @@ def test_gpt2_tokenizer_files_load_into_minitfm_bpe_with_the_same_ids(tmp_path):
     Tokenizer(vocab, merges, ["<|endoftext|>"]).save(tmp_path)
     ours = P.load_tokenizer(tmp_path)
     theirs = tokenizers.ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    theirs.add_special_tokens(["<|endoftext|>"])  # what GPT-2's tokenizer files mean by it
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=theirs._tokenizer)
-    for text in TEXTS:
-        ids = ours.encode(text.replace("<|endoftext|>", ""))
-        want = theirs.encode(text.replace("<|endoftext|>", "")).ids
-        assert ids and ids == want  # really encodes: a non-empty list, the same ids
-        assert fast(text.replace("<|endoftext|>", ""))["input_ids"] == ids
-        assert ours.decode(ids) == text.replace("<|endoftext|>", "")
+    eot = ours.special_ids["<|endoftext|>"]
+    for text in TEXTS + ["two<|endoftext|>documents<|endoftext|>"]:
+        ids = ours.encode(text)
+        assert ids and ids == theirs.encode(text).ids  # really encodes: a non-empty list, the same ids
+        assert fast(text)["input_ids"] == ids
+        assert ours.decode(ids) == text
+        assert (eot in ids) == ("<|endoftext|>" in text)  # the special token's path is taken, once per occurrence
+        assert ids.count(eot) == text.count("<|endoftext|>")
 
 
 # ---- bad checkpoints -------------------------------------------------------------------------------------------
 
-def test_bad_checkpoints_get_clear_errors(tmp_path):
+@pytest.fixture(scope="module")
+def gpt2_parts():
+    """(transformers GPT-2, its minitfm config, its state dict), built once for the error checks."""
     hf = build(gpt2_config())
-    config = P.config_from_hf(hf.config.to_dict())
-    state = dict(hf.state_dict())
-    with pytest.raises(ValueError, match="model_type 'gpt2'.*got model_type='bert'"):
-        P.config_from_hf({"model_type": "bert", "hidden_size": 32})
-    with pytest.raises(TypeError, match="dict of a config.json"):
-        P.family_of("gpt2")
-    broken = {k: v for k, v in state.items() if k != "transformer.h.1.mlp.c_fc.bias"}
-    with pytest.raises(ValueError, match=r"missing \['transformer.h.1.mlp.c_fc.bias'\] \(1 keys\), unexpected \[\]"):
-        P.to_minitfm(broken, config)
-    with pytest.raises(ValueError, match=r"unexpected \['transformer.h.2.ln_1.weight'\]"):
-        P.to_minitfm({**state, "transformer.h.2.ln_1.weight": torch.ones(32)}, config)
-    wrong = {**state, "transformer.wpe.weight": torch.zeros(64, 32)}
-    with pytest.raises(ValueError, match=r"transformer.wpe.weight has shape \(64, 32\).*expects \(128, 32\)"):
-        P.to_minitfm(wrong, config)
-    untied = {**state, "lm_head.weight": torch.zeros(VOCAB, 32)}
-    with pytest.raises(ValueError, match="ties the output head"):
-        P.to_minitfm(untied, config)
-    with pytest.raises(ValueError, match="activation_function='swish'"):
-        P.config_from_hf({**hf.config.to_dict(), "activation_function": "swish"})
-    with pytest.raises(ValueError, match="sliding_window=4096"):
-        P.config_from_hf({**llama_config().to_dict(), "model_type": "mistral", "sliding_window": 4096})
-    with pytest.raises(ValueError, match="rope_type='yarn'"):
-        P.config_from_hf({**llama_config().to_dict(), "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}})
-    with pytest.raises(ValueError, match="eos_token_id=50256 is not an id of the vocabulary"):
-        P.config_from_hf({**hf.config.to_dict(), "eos_token_id": 50256})
-    with pytest.raises(ValueError, match="has no config.json"):
-        P.load(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps(hf.config.to_dict()))
-    with pytest.raises(ValueError, match="holds no weights: expected model.safetensors"):
-        P.load(tmp_path)
-    with pytest.raises(ValueError, match="lacks \\['vocab.json', 'merges.txt'\\]"):
-        P.load_tokenizer(tmp_path)
-    with pytest.raises(ValueError, match="matches neither GPT-2.*nor Llama"):
-        P.save_pretrained(minitfm.DecoderOnlyLM(minitfm.ModelConfig.tiny()), tmp_path / "x")
-    with pytest.raises(TypeError, match="must be a DecoderOnlyLM"):
-        P.save_pretrained(hf, tmp_path / "x")
+    return hf, P.config_from_hf(hf.config.to_dict()), dict(hf.state_dict())
 
 
-def test_loading_by_name_offline_says_so_without_a_hub_traceback(monkeypatch):
+def _without(state, key):
+    return {k: v for k, v in state.items() if k != key}
+
+
+def _write_config_only(hf, folder):
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(hf.config.to_dict()))
+    return folder
+
+
+def _gqa_gpt2_config():
+    return minitfm.ModelConfig(vocab_size=VOCAB, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_seq_len=64,
+                               norm="layer", pos="learned", ffn="gelu_tanh", scale_embeddings=False, pad_id=None,
+                               bos_id=VOCAB - 1, eos_id=VOCAB - 1)
+
+
+def _llama_parts():
+    hf = build(llama_config())
+    return P.config_from_hf(hf.config.to_dict()), dict(hf.state_dict())
+
+
+# (what, call(hf, config, state, tmp_path), exception, pattern)
+BAD_CHECKPOINTS = [
+    ("not GPT-2 or Llama", lambda hf, c, s, t: P.config_from_hf({"model_type": "bert", "hidden_size": 32}),
+     ValueError, "model_type 'gpt2'.*got model_type='bert'"),
+    ("family_of a str", lambda hf, c, s, t: P.family_of("gpt2"), TypeError, "dict of a config.json"),
+    ("missing key", lambda hf, c, s, t: P.to_minitfm(_without(s, "transformer.h.1.mlp.c_fc.bias"), c), ValueError,
+     re.escape("missing ['transformer.h.1.mlp.c_fc.bias'] (1 keys), unexpected []")),
+    ("extra key", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.h.2.ln_1.weight": torch.ones(32)}, c),
+     ValueError, re.escape("unexpected ['transformer.h.2.ln_1.weight']")),
+    ("wrong shape", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.wpe.weight": torch.zeros(64, 32)}, c),
+     ValueError, r"transformer.wpe.weight has shape \(64, 32\).*expects \(128, 32\)"),
+    ("untied head", lambda hf, c, s, t: P.to_minitfm({**s, "lm_head.weight": torch.zeros(VOCAB, 32)}, c),
+     ValueError, "ties the output head"),
+    ("activation", lambda hf, c, s, t: P.config_from_hf({**hf.config.to_dict(), "activation_function": "swish"}),
+     ValueError, "activation_function='swish'"),
+    ("sliding window", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(), "model_type": "mistral",
+                                                              "sliding_window": 4096}),
+     ValueError, "sliding_window=4096"),
+    ("yarn", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(),
+                                                    "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}),
+     ValueError, "rope_type='yarn'"),
+    ("eos outside the vocabulary", lambda hf, c, s, t: P.config_from_hf({**hf.config.to_dict(), "eos_token_id": 50256}),
+     ValueError, "eos_token_id=50256 is not an id of the vocabulary"),
+    ("no config.json", lambda hf, c, s, t: P.load(t), ValueError, "has no config.json"),
+    ("no weights", lambda hf, c, s, t: P.load(_write_config_only(hf, t / "c")), ValueError,
+     "holds no weights: expected model.safetensors"),
+    ("no tokenizer files", lambda hf, c, s, t: P.load_tokenizer(t), ValueError,
+     re.escape("lacks ['vocab.json', 'merges.txt']")),
+    ("neither family",
+     lambda hf, c, s, t: P.save_pretrained(minitfm.DecoderOnlyLM(minitfm.ModelConfig.tiny()), t / "x"), ValueError,
+     "matches neither GPT-2.*nor Llama"),
+    ("not a DecoderOnlyLM", lambda hf, c, s, t: P.save_pretrained(hf, t / "x"), TypeError, "must be a DecoderOnlyLM"),
+    # grouped-query attention is no GPT-2: refused by name before anything is written (issue 33, #3)
+    ("GQA exported as GPT-2", lambda hf, c, s, t: P.save_pretrained(minitfm.DecoderOnlyLM(_gqa_gpt2_config()), t / "g"),
+     ValueError, r"matches neither.*'gpt2': \{'n_kv_heads': 2\}"),
+    ("GQA family", lambda hf, c, s, t: P.model_family(_gqa_gpt2_config()), ValueError, "'n_kv_heads': 2"),
+    # every rule checks the published shape before it transforms, and gives exactly its targets
+    ("c_attn too narrow", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.h.0.attn.c_attn.weight":
+                                                             torch.zeros(32, 64)}, c),
+     ValueError, r"transformer.h.0.attn.c_attn.weight has shape \(32, 64\); this config expects \(32, 96\)"),
+    ("q_proj rows not whole heads", lambda hf, c, s, t: P.to_minitfm(
+        {**_llama_parts()[1], "model.layers.0.self_attn.q_proj.weight": torch.zeros(30, 32)}, _llama_parts()[0]),
+     ValueError, r"q_proj.weight has shape \(30, 32\); this config expects \(32, 32\)"),
+    ("split_fused_qkv of a GQA width", lambda hf, c, s, t: P.split_fused_qkv(torch.zeros(32, 64), 32), ValueError,
+     r"expected shape \(32, 96\), got \(32, 64\)"),
+    ("fuse_qkv of GQA shapes", lambda hf, c, s, t: P.fuse_qkv(torch.zeros(32, 32), torch.zeros(16, 32),
+                                                             torch.zeros(16, 32)),
+     ValueError, r"got q \(32, 32\), k \(16, 32\), v \(16, 32\)"),
+    ("from_rotate_half, rows not whole heads", lambda hf, c, s, t: P.from_rotate_half(torch.zeros(30, 4), 4),
+     ValueError, r"shape \(30, 4\) is not 4 heads of an even width"),
+    ("to_rotate_half, odd head width", lambda hf, c, s, t: P.to_rotate_half(torch.zeros(12, 4), 4), ValueError,
+     r"shape \(12, 4\) is not 4 heads of an even width"),
+]
+
+
+@pytest.mark.parametrize("call, exception, pattern", [case[1:] for case in BAD_CHECKPOINTS],
+                         ids=[case[0] for case in BAD_CHECKPOINTS])
+def test_bad_checkpoints_get_clear_errors(gpt2_parts, tmp_path, call, exception, pattern):
+    with pytest.raises(exception, match=pattern):
+        call(*gpt2_parts, tmp_path)
+
+
+def test_a_rule_that_gives_too_few_tensors_is_refused(gpt2_parts, monkeypatch):
+    _, config, state = gpt2_parts
+    monkeypatch.setattr(P, "split_fused_qkv", lambda t, d: [t[..., :d], t[..., d:2 * d]])  # drops v silently
+    with pytest.raises(ValueError, match=r"c_attn.weight \(32, 96\) gave 2 tensors; 'split q\|k\|v \+ transpose' "
+                                         r"must give 3 \(.*v_proj.weight\)"):
+        P.to_minitfm(state, config)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_every_axis_the_family_lacks_is_refused(family):
+    """model_family is a round trip through the family's config.json: any setting it cannot hold is named."""
+    if family == "gpt2":
+        good = dict(vocab_size=VOCAB, d_model=32, n_heads=4, n_layers=2, max_seq_len=64, norm="layer",
+                    pos="learned", ffn="gelu_tanh", scale_embeddings=False, pad_id=None)
+        bad = dict(n_kv_heads=2, norm_first=False, bias=False, ffn="swiglu", pos="rope", scale_embeddings=True)
+    else:
+        good = dict(vocab_size=VOCAB, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_seq_len=64, norm="rms",
+                    pos="rope", ffn="swiglu", scale_embeddings=False, pad_id=None)
+        bad = dict(norm_first=False, ffn="gelu", pos="alibi", norm="layer", scale_embeddings=True)
+    assert P.model_family(minitfm.ModelConfig(**good)) == family
+    for unimportant in (dict(dropout=0.1), dict(attn_impl="fused"), dict(pad_id=3)):  # the same function
+        assert P.model_family(minitfm.ModelConfig(**{**good, **unimportant})) == family
+    for key, value in bad.items():
+        with pytest.raises(ValueError, match=f"'{family}': {{[^}}]*'{key}': {value!r}"):
+            P.model_family(minitfm.ModelConfig(**{**good, key: value}))
+
+
+def test_from_transformers_puts_rope_buffers_on_the_models_device():
+    """A model on another device (here "meta", as a GPU would be) keeps RoPE's frequencies beside its weights."""
+    with torch.device("meta"):
+        hf = transformers.LlamaForCausalLM(llama_config())
+    model = P.from_transformers(hf)
+    assert model.tok_emb.weight.device.type == "meta"
+    assert model.rope.inv_freq.device.type == "meta"  # was the CPU: the first forward on a GPU failed
+    cpu = P.from_transformers(build(llama_config()))
+    assert cpu.rope.inv_freq.device.type == "cpu"
+    assert torch.equal(cpu.rope.inv_freq, minitfm.RotaryEmbedding(cpu.config.d_head, base=500.0).inv_freq)
+
+
+# ---- the Hub, without the network -----------------------------------------------------------------------------
+
+def _fake_hub(monkeypatch, behaviour):
+    """Replace huggingface_hub.snapshot_download by ``behaviour(name, allow_patterns)``; return the calls made."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    calls = []
+
+    def snapshot_download(name, revision=None, allow_patterns=None, **kwargs):
+        calls.append((name, tuple(allow_patterns)))
+        return behaviour(name, allow_patterns)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return calls
+
+
+def _hub_error(kind):
+    from unittest import mock
+
+    from huggingface_hub import errors
+    if kind == "offline":
+        return errors.LocalEntryNotFoundError("Cannot find an appropriate cached snapshot folder ... outgoing "
+                                              "traffic has been disabled")
+    cls = {"missing": errors.RepositoryNotFoundError, "gated": errors.GatedRepoError,
+           "revision": errors.RevisionNotFoundError}[kind]
+    return cls(f"{kind} (test)", response=mock.MagicMock(status_code=404))
+
+
+@pytest.mark.parametrize("name", ["./checkpoints/gpt2-ft", "../gpt2-finetuned", "~/models/gpt2", "/no/such/folder",
+                                  "checkpoints/gpt2 ft", "a/b/c"])
+def test_a_mistyped_path_is_not_looked_up_on_the_hub(monkeypatch, name):
+    calls = _fake_hub(monkeypatch, lambda *a: pytest.fail("a path must not reach the Hub"))
+    with pytest.raises(FileNotFoundError, match=f"no checkpoint folder at {re.escape(repr(name))}"):
+        P.from_pretrained(name)
+    assert calls == []
+
+
+@pytest.mark.parametrize("kind, exception, pattern", [
+    ("missing", ValueError, "the Hugging Face Hub has no model 'minitfm-no-such/model'"),
+    ("gated", ValueError, "'minitfm-no-such/model' is gated"),
+    ("revision", ValueError, "no model 'minitfm-no-such/model' at revision 'v9'"),
+    ("offline", ConnectionError, "could not fetch 'minitfm-no-such/model' at revision 'v9'.*HF_HUB_OFFLINE is set"),
+])
+def test_hub_failures_are_told_apart_and_keep_their_cause(monkeypatch, kind, exception, pattern):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    error = _hub_error(kind)
+
+    def fail(name, patterns):
+        raise error
+
+    _fake_hub(monkeypatch, fail)
+    with pytest.raises(exception, match=pattern) as info:
+        P.from_pretrained("minitfm-no-such/model", revision="v9")
+    assert info.value.__cause__ is error
+    assert "needs the network" not in str(info.value) or kind == "offline"
+
+
+def test_loading_by_name_offline_says_so(monkeypatch):
     pytest.importorskip("huggingface_hub")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from huggingface_hub.errors import LocalEntryNotFoundError
     with pytest.raises(ConnectionError, match="could not fetch 'minitfm-no-such/model'.*HF_HUB_OFFLINE is set") as info:
-        P.from_pretrained("minitfm-no-such/model")
-    assert info.value.__cause__ is None and info.value.__suppress_context__
+        P.from_pretrained("minitfm-no-such/model")  # the real huggingface_hub, offline: nothing is downloaded
+    assert isinstance(info.value.__cause__, LocalEntryNotFoundError)
+
+
+def test_a_repository_with_bin_weights_only_downloads_them(monkeypatch, tmp_path):
+    hf = build(gpt2_config())
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    published = {"config.json": lambda f: f.write_text(json.dumps(hf.config.to_dict())),
+                 "pytorch_model.bin": lambda f: torch.save(hf.state_dict(), f)}
+
+    def download(name, patterns):  # a cached snapshot holds the files of every call so far
+        for file_name, write in published.items():
+            if any(fnmatch.fnmatch(file_name, p) for p in patterns):
+                write(snapshot / file_name)
+        return str(snapshot)
+
+    calls = _fake_hub(monkeypatch, download)
+    model = P.from_pretrained("someone/gpt2-bin-only")
+    assert len(calls) == 2 and "pytorch_model.bin" in calls[1][1] and "pytorch_model.bin" not in calls[0][1]
+    # one weight format, and no variants such as model.fp16.safetensors
+    assert not any(p in ("*.safetensors", "*.bin") for _, patterns in calls for p in patterns)
+    tokens = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        assert (model(tokens) - hf(tokens).logits).abs().max() <= TOL
 
 
 def test_import_minitfm_stays_light():
