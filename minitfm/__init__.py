@@ -6,12 +6,58 @@ Conventions, stated once:
 - ``nn.Linear`` weights keep PyTorch's (out, in) layout;
 - RoPE rotates adjacent pairs of dimensions (x0, x1), (x2, x3), ... as in the RoFormer paper.
 
-Plots and explorers need matplotlib and ipywidgets and are not imported here (the model code never needs
-them): use ``minitfm.plotting``, ``minitfm.explorers`` and ``minitfm.static_explorers``, which load on first use.
+Where each chapter's code lives (every module is also reachable as ``minitfm.<module>``, loaded on first use):
+
+====================================  ==============================================================
+Chapter                               Modules
+====================================  ==============================================================
+1 Attention                           ``attention``
+2 Masks                               ``masks``, ``data`` (the training primer's batches)
+3 Multi-head attention                ``multihead``
+4 Positional information              ``positional``
+5 Residuals, norms, feed-forward      ``norms``, ``feedforward``, ``blocks``, ``params``
+6 The whole Transformer               ``config``, ``blocks``, ``models``, ``params``
+7 Training on the copy task           ``training``, ``data``, ``decoding``
+7b Training recipes                   ``training``
+7c Tokens and a language model        ``bpe`` (training BPE), ``bpe_tokenizer`` (encoding), ``bpe_files``,
+                                      ``corpus``, ``tokenizer``, ``small_lm``
+8 The KV cache                        ``cache``, ``memory``, ``generation``, ``lean_decode``
+9 Sampling                            ``sampling``, ``generation``, ``text_metrics``
+10 Debugging                          ``debugging``, ``precision``, ``activations``, ``experiment_log``
+11 Beyond the basic block             ``vision``, ``windows``, ``channel_attention``, ``moe``
+12 Beyond one machine                 ``tiled_attention``, ``distributed``, ``scale``, ``activations``
+13 Your code runs GPT-2               ``pretrained``, ``checkpoint_files``, ``bpe_tokenizer``
+every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``diagrams``, ``plotting``,
+                                      ``explorers``, ``static_explorers``, ``explorer_data``
+====================================  ==============================================================
+
+The top-level names (``__all__``):
+
+- **Layers** (chapters 1-5): ``scaled_dot_product_attention``, the masks, ``MultiHeadAttention``, the
+  positional encodings, ``RMSNorm``, ``FeedForward``, ``SwiGLU``.
+- **Models and training** (chapters 6-7): ``ModelConfig``, the blocks and models, ``count_params``, the
+  batching helpers, ``train`` and its schedules, ``greedy_decode`` and the copy-task metrics.
+- **Generation** (chapters 8-9): the KV caches, the logits processors, ``generate``, ``beam_search``,
+  ``kv_cache_bytes``, ``WordTokenizer``, ``load_small_lm``.
+- **Tokens and published models** (chapters 7c and 13): ``train_bpe``, ``BPETokenizer``
+  (:class:`minitfm.bpe_tokenizer.Tokenizer`), ``from_pretrained``.
+- **Beyond one machine** (chapter 12): ``tiled_attention``, ``online_softmax``, ``TileStats``.
+- **Book plumbing**, which the notebooks call and a model never needs: ``judge`` and ``seed_table`` (a
+  claim's verdict over seeds), ``set_threads``, ``pick_device``, ``cpu_summary`` and ``fastest_threads``.
+
+Names that exist for one exercise or one optimisation stay in their modules: the deliberately wrong schedule
+``minitfm.training.buggy_noam_lr`` and ``minitfm.lean_decode.LeanDecoder`` (``generate`` uses it by itself).
+
+``import minitfm`` loads torch and the model code only. Plots and explorers (matplotlib, ipywidgets), the BPE
+code (regex) and the published-model loader (transformers, safetensors, huggingface_hub, inside
+``minitfm.pretrained``) load on first use: ``minitfm.from_pretrained``, ``minitfm.BPETokenizer``,
+``minitfm.train_bpe``, ``minitfm.load_small_lm`` and every ``minitfm.<module>`` import their module when
+first touched.
 """
 import importlib
+import pkgutil
 
-# Inside one layer (chapters 1-5)
+# Layers (chapters 1-5)
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask, combine_masks, padding_mask
 from .multihead import MultiHeadAttention
@@ -25,7 +71,7 @@ from .positional import (
 )
 from .norms import RMSNorm, make_norm
 from .feedforward import FeedForward, SwiGLU, make_ffn, swiglu_hidden_size
-# Whole models and their training (chapters 5, 7 and 10)
+# Models and training (chapters 6 and 7)
 from .config import ModelConfig
 from .blocks import DecoderBlock, EncoderBlock, LayerCache
 from .models import DecoderOnlyLM, EncoderDecoder, Intermediates
@@ -44,7 +90,6 @@ from .data import (
 from .training import (
     History,
     TrainConfig,
-    buggy_noam_lr,
     label_smoothed_cross_entropy,
     load_checkpoint,
     noam_lr,
@@ -58,45 +103,83 @@ from .decoding import evaluate, exact_match, greedy_decode, token_accuracy
 from .cache import ConcatKVCache, KVCache
 from .sampling import LogitsProcessor, RepetitionPenalty, Temperature, TopK, TopP, apply_processors
 from .generation import BeamSearchOutput, GenerationOutput, beam_search, generate
-from .lean_decode import LeanDecoder
 from .memory import kv_cache_bytes
 from .tokenizer import WordTokenizer
-from .small_lm import load_small_lm
-from .device import cpu_summary, fastest_threads, pick_device, set_threads
 # Beyond one machine (chapter 12)
 from .tiled_attention import TileStats, online_softmax, tiled_attention
+# Book plumbing: verdicts over seeds, threads and devices (every notebook calls set_threads)
 from .claims import judge, seed_table
+from .device import cpu_summary, fastest_threads, pick_device, set_threads
 
-__version__ = "0.1.0"
+# Every submodule, loaded on first attribute access: ``minitfm.plotting.plot_attention``.
+_LAZY_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
-# Submodules loaded on first attribute access, e.g. ``minitfm.plotting.plot_attention``.
-_LAZY_SUBMODULES = {
-    "plotting", "explorers", "static_explorers", "explorer_data", "debugging", "activations", "precision",
-    "experiment_log", "memory", "corpus", "tokenizer", "small_lm", "text_metrics", "vision", "windows",
-    "channel_attention", "moe", "exercises", "scale", "distributed", "diagrams", "bpe", "bpe_tokenizer", "bpe_files", "pretrained",
+# Top-level names whose module is loaded on first access (it needs regex, or loads a checkpoint, or is big):
+# name -> (module, attribute).
+_LAZY_NAMES = {
+    "load_small_lm": ("small_lm", "load_small_lm"),
+    "train_bpe": ("bpe", "train_bpe"),
+    "BPETokenizer": ("bpe_tokenizer", "Tokenizer"),
+    "from_pretrained": ("pretrained", "from_pretrained"),
 }
 
 
+def _version() -> str:
+    """The installed distribution's version; a source tree without metadata reads its pyproject.toml."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("minitfm")
+    except metadata.PackageNotFoundError:
+        import pathlib
+        import re
+
+        pyproject = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+        text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+        m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
+        return m.group(1) if m else "0+unknown"
+
+
 def __getattr__(name):
+    if name in _LAZY_NAMES:
+        module, attribute = _LAZY_NAMES[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attribute)
+        globals()[name] = value
+        return value
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name == "__version__":
+        globals()["__version__"] = version = _version()
+        return version
     raise AttributeError(f"module 'minitfm' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_NAMES) | _LAZY_SUBMODULES | {"__version__"})
+
+
 __all__ = [
+    # layers (chapters 1-5)
     "scaled_dot_product_attention", "padding_mask", "causal_mask", "combine_masks", "MultiHeadAttention",
     "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "RotaryEmbedding",
     "sinusoidal_encoding", "alibi_slopes", "alibi_bias",
     "RMSNorm", "make_norm", "FeedForward", "SwiGLU", "make_ffn", "swiglu_hidden_size",
+    # models and training (chapters 6 and 7)
     "ModelConfig", "EncoderBlock", "DecoderBlock", "LayerCache", "EncoderDecoder", "DecoderOnlyLM", "Intermediates",
     "count_params", "estimate_params",
     "Batch", "CopyTask", "pad_sequences", "shift_right", "collate_pairs", "collate_lm", "bucket_batches",
     "random_batches", "padding_fraction",
-    "TrainConfig", "History", "train", "noam_lr", "buggy_noam_lr", "warmup_cosine_lr",
+    "TrainConfig", "History", "train", "noam_lr", "warmup_cosine_lr",
     "label_smoothed_cross_entropy", "set_seed", "save_checkpoint", "load_checkpoint",
     "greedy_decode", "evaluate", "exact_match", "token_accuracy",
+    # generation (chapters 8 and 9)
     "KVCache", "ConcatKVCache", "LogitsProcessor", "Temperature", "TopK", "TopP", "RepetitionPenalty",
-    "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput", "LeanDecoder",
-    "kv_cache_bytes", "WordTokenizer", "load_small_lm", "pick_device", "set_threads", "cpu_summary", "fastest_threads", "judge", "seed_table",
+    "apply_processors", "generate", "beam_search", "GenerationOutput", "BeamSearchOutput",
+    "kv_cache_bytes", "WordTokenizer", "load_small_lm",
+    # tokens and published models (chapters 7c and 13), loaded on first use
+    "train_bpe", "BPETokenizer", "from_pretrained",
+    # beyond one machine (chapter 12)
     "tiled_attention", "online_softmax", "TileStats",
+    # book plumbing
+    "judge", "seed_table", "pick_device", "set_threads", "cpu_summary", "fastest_threads",
 ]

@@ -9,6 +9,12 @@
 
 Each check is also shown failing on a deliberately broken copy of the repository (in tmp_path), through the
 same functions of tools/i18n.py with ``root=`` the copy.
+
+The tool's own parts (review of December 2026, #8, #9 and the i18n points of its section 2.5): pages split
+into blocks with a stack of open directives (a directive's closing fence opens no code fence); translations
+matched to their English by content before key, so that inserting a block keeps the later ones current; the
+line breaks that would render as a stray space in Chinese removed from every translation (checked over all
+of them, read-only); prices that are not math; translation files that would lose a translation refused.
 """
 from __future__ import annotations
 
@@ -326,3 +332,172 @@ def test_the_chinese_book_source_tree(repo):
     assert {"注意力", "掩码", "因果掩码"} <= set(words)
     nb = json.loads(files[Path("notebooks/02_masks.ipynb")])
     assert len(nb["cells"]) == len(nbformat.read(repo / "notebooks" / "02_masks.ipynb", as_version=4).cells)
+
+
+# ------------------------------------------------------------------------------ blocks and directives (review #8)
+DIRECTIVE_THEN_PROSE = ("```{note}\nSome prose.\nMore prose.\n```\n\nNext paragraph.\n\nAnother paragraph.\n\n"
+                        "```python\nx = 1\n\ny = 2\n```")
+
+
+def test_a_directive_closing_fence_does_not_open_a_code_fence():
+    """The review's repro: the closing ``` of a {note} opened a "code fence", merging what follows into one block."""
+    assert i18n.split_blocks(DIRECTIVE_THEN_PROSE) == [
+        "```{note}\nSome prose.\nMore prose.\n```", "Next paragraph.", "Another paragraph.",
+        "```python\nx = 1\n\ny = 2\n```"]
+    nested = "````{note}\nA.\n\n```{tip}\nB.\n\nC.\n```\n\nD.\n````\n\nE."
+    assert i18n.split_blocks(nested) == ["````{note}\nA.", "```{tip}\nB.", "C.\n```", "D.\n````", "E."]
+    blocks = i18n.page_blocks(nested)
+    assert [inside for _, inside in blocks] == [(), (("````", "note"),), (("````", "note"), ("```", "tip")),
+                                                (("````", "note"),), ()]
+    assert i18n.line_kinds(["```{note}", ":class: tip", "Prose.", "```", "```", "code", "```", "Prose."]) == [
+        "directive", "directive", "prose", "directive", "code", "code", "code", "prose"]
+
+
+def test_chinese_inside_a_directive_and_after_it_is_joined():
+    text = "```{note}\n:class: tip\n第一行，\n第二行。\n```\n\n后面的中文\n段落。\n\n```python\n# 注释一\n# 注释二\n```"
+    assert i18n.join_cjk_lines(text) == (
+        "```{note}\n:class: tip\n第一行，第二行。\n```\n\n后面的中文段落。\n\n```python\n# 注释一\n# 注释二\n```")
+    # a block taken from inside a directive (a page is split inside it) knows where it is
+    glossary = "因果掩码\n  一种掩码，\n  只允许位置 i 关注\n  它之前的位置。\n```"
+    inside = (("```", "glossary"),)
+    assert i18n.join_cjk_lines(glossary, inside) == "因果掩码\n  一种掩码，只允许位置 i 关注它之前的位置。\n```"
+    two_terms = "注意力\n自注意力\n  定义。"  # two names of one glossary entry: two lines, never one
+    assert i18n.join_cjk_lines(two_terms, inside) == two_terms
+    assert i18n.stray_line_breaks(two_terms, inside) == []
+
+
+def test_page_blocks_inside_a_directive_get_their_context(repo):
+    page = repo / "book" / "glossary.md"
+    contexts = i18n.page_contexts(page.read_text(encoding="utf-8"))
+    keys = [k for k, _ in i18n.page_entries(page.read_text(encoding="utf-8"))]
+    blocks = [b for _, b in i18n.page_entries(page.read_text(encoding="utf-8"))]
+    first = next(n for n, b in enumerate(blocks) if b.startswith("```{glossary}"))  # opens the directive
+    assert set(contexts) == set(keys[first + 1:]) and set(contexts.values()) == {(("```", "glossary"),)}
+
+
+# ------------------------------------------------------------------------------ page keys by content (review #9)
+def test_inserting_a_block_into_a_page_keeps_every_later_translation_current(repo, capsys):
+    source = repo / "book" / "how_to_use.md"
+    pretend_translated(repo, source)
+    text = source.read_text(encoding="utf-8")
+    entries = i18n.page_entries(text)
+    section = max({k.split("/")[0] for k, _ in entries}, key=lambda s: sum(k.startswith(s + "/") for k, _ in entries))
+    first = next(b for k, b in entries if k == f"{section}/2")
+    later = [(k, b) for k, b in entries if k.startswith(section + "/") and int(k.split("/")[1]) >= 2]
+    assert len(later) >= 3, "pick a section with more blocks"
+    before = {e.en: e.zh for e in i18n.read_translation(i18n.translation_path(source, repo)).entries}
+    source.write_text(text.replace(first, "A PARAGRAPH INSERTED INTO THE ENGLISH.\n\n" + first, 1), encoding="utf-8")
+    before_extract = i18n.problems_of(source, repo)  # the keys moved: check says to run extract
+    assert any("the block moved: run python tools/i18n.py extract" in p.detail for p in before_extract)
+
+    assert i18n.main(["--root", str(repo), "extract", str(source)]) == 0
+    assert capsys.readouterr().out == "locale/zh_CN/book/how_to_use.yml: %d entries\n" % (len(entries) + 1)
+    problems = i18n.problems_of(source, repo)
+    assert [(p.key, p.kind) for p in problems] == [(f"{section}/2", "missing")]
+    after = i18n.read_translation(i18n.translation_path(source, repo)).by_key()
+    for key, en in later:  # each moved one block down, with its translation
+        number = int(key.split("/")[1]) + 1
+        moved = after[f"{section}/{number}"]
+        assert moved.en == en and moved.zh == before[en]
+    assert i18n.main(["--root", str(repo), "stale", str(source)]) == 0
+    assert capsys.readouterr().out.strip() == ""
+
+
+def test_an_edited_block_keeps_its_translation_as_stale_even_when_its_number_moved():
+    old = [i18n.Entry("s/1", "Alpha block.", "甲"), i18n.Entry("s/3", "Gamma block.", "丙"),
+           i18n.Entry("s/2", "The beta block, with enough words to compare.", "乙")]
+    # a block is inserted before the first, and the second is edited: every translation finds its English
+    current = [("s/1", "New block."), ("s/2", "Alpha block."),
+               ("s/3", "The beta block, with enough words to compare!"), ("s/4", "Gamma block.")]
+    chosen = i18n.match_entries(current, old)
+    assert [e.zh if e else None for e in chosen] == [None, "甲", "乙", "丙"]
+    # by key when nothing else took it (the English changed in place: stale)
+    assert [e.zh for e in i18n.match_entries([("s/1", "Alpha, rewritten entirely.")], old[:1])] == ["甲"]
+
+
+# ------------------------------------------------------------------------------ line breaks that render as a space
+@pytest.mark.parametrize("zh, joined", [
+    ("前后两半配对：\n$(x_0, x_1)$ 成对", "前后两半配对：$(x_0, x_1)$ 成对"),  # after full-width punctuation
+    ("位置插值、\nNTK-aware scaling", "位置插值、NTK-aware scaling"),
+    ("模型）和\n[第 7 章](07_training.ipynb)（交叉熵）", "模型）和[第 7 章](07_training.ipynb)（交叉熵）"),  # a link
+    ("注意力是\n**置换等变**的", "注意力是**置换等变**的"),  # bold
+    ("*同一个*\n位置", "*同一个*位置"),  # after italic
+    ("见 GPT-2\n（第 13 章）", "见 GPT-2（第 13 章）"),  # before full-width punctuation
+    ("称为“token”\n的单位", "称为“token”的单位"),  # shared punctuation next to Chinese
+    ("1. 第一项的\n   续行。\n2. 第二项", "1. 第一项的续行。\n2. 第二项"),  # a list item's own lines
+    # left alone: Chinese next to Latin text, math or code (the conventional space), and structure
+    ("中文\nGPT-2 英文", None), ("the “fill value”\nis", None), ("- 第一项，\n- 第二项", None),
+    ("第一段。\n\n第二段", None), ("```python\n# 中文\n# 中文\n```", None), ("$$\n\\text{中文}\n\\text{中文}\n$$", None),
+    ("| 中文 | 表 |\n| --- | --- |\n| 中 | 文 |", None), ("代码 `a\nb` 中文", None), ("硬换行：  \n第二行", None),
+    ("文字：\n## 标题", None),
+])
+def test_line_breaks_that_render_as_a_space_are_removed(zh, joined):
+    assert i18n.join_cjk_lines(zh) == (zh if joined is None else joined)
+    assert i18n.stray_line_breaks(i18n.join_cjk_lines(zh)) == []
+    if joined is not None:
+        assert i18n.stray_line_breaks(zh), "the break was not seen as a stray space"
+
+
+def test_a_join_that_would_change_the_markdown_is_not_made():
+    # "**" preceded by a Chinese character and followed by punctuation opens no emphasis (CommonMark): joined,
+    # the bold would turn into literal asterisks; the break stays, and the check still reports it
+    zh = "注意力是\n**“置换等变”**（permutation-equivariant）的。"
+    assert i18n.join_cjk_lines(zh) == zh
+    assert i18n.stray_line_breaks(zh) == ["注意力是⏎“置换等变”（permutat"]
+
+
+def test_no_translation_leaves_a_line_break_that_renders_as_a_space():
+    """Every translation, through the edition writer's text functions (read-only, in memory): no soft line
+    break between Chinese text or full-width punctuation and Chinese text, a link or emphasis."""
+    found, entries = [], 0
+    for source in SOURCES:
+        inside = i18n.source_contexts(source)
+        path = i18n.translation_path(source)
+        if not path.exists():
+            continue
+        texts = {e.key: i18n.join_cjk_lines(e.zh, inside.get(e.key, ())) for e in i18n.read_translation(path).entries
+                 if e.zh.strip()}
+        edition, _ = i18n.chinese_text(source, allow_missing=True)  # what the edition writes (English if stale)
+        english = dict(i18n.source_entries(source))
+        assert all(edition[k] == texts[k] for k in edition if k in texts and edition[k] != english[k]), \
+            "the edition's text is not join_cjk_lines of the translation"
+        for key, text in texts.items():
+            entries += 1
+            found += [f"{rel(source)} [{key}]: {s}" for s in i18n.stray_line_breaks(text, inside.get(key, ()))]
+    assert entries > 500
+    assert not found, f"{len(found)} line breaks render as a space:\n  " + "\n  ".join(found[:40])
+
+
+# ------------------------------------------------------------------------------ smaller points of the review
+def test_a_price_is_not_math():
+    en = "Here $x$ is math: GPT-3 cost $4.6M and Llama $2M to train."  # the review's example
+    assert i18n.invariants(en)["math"] == {"x"}
+    assert i18n.invariant_problems(en, "这里 $x$ 是数学：训练 GPT-3 花费 $4.6M，Llama 花费 $2M。") == []
+    assert i18n.invariant_problems(en, "这里 $y$ 是数学：训练 GPT-3 花费 $4.6M，Llama 花费 $2M。")[0].startswith("math")
+    assert i18n.invariants("$$\na + b\n$$ and `$not math$`")["math"] == {"a + b"}
+
+
+def test_a_price_is_not_math_without_dollarmath_either(monkeypatch):
+    monkeypatch.setattr(i18n, "_has_dollarmath", lambda: False)  # the stricter regular expressions stand in
+    i18n.math_spans.cache_clear()
+    try:
+        assert i18n.invariants("Here $x$ is math: GPT-3 cost $4.6M and Llama $2M to train.")["math"] == {"x"}
+        assert i18n.invariants("$$\na + b\n$$ and `$not math$` and $y_1$")["math"] == {"a + b", "y_1"}
+    finally:
+        i18n.math_spans.cache_clear()
+
+
+@pytest.mark.parametrize("entries, message", [
+    ("- key: a\n  en: A\n  zh: 甲\n- key: a\n  en: B\n  zh: 乙\n", "entries 1 and 2 have the same key 'a'"),
+    ("- key: a\n  en: A\n  zh: 甲\n- just a string\n", "entry 2 is a str"),
+    ("- key: a\n  en: A\n  zh: 甲\n  zh: 乙\n", "the field 'zh' appears twice"),
+    ("- key: a\n  en: A\n  zn: 甲\n", "unknown field(s) ['zn']"),
+    ("- key: a\n  en: A\n  zh: [甲]\n", "'zh' must be text, got list"),
+    ("- en: A\n  zh: 甲\n", "entry 1 has no 'key'"),
+])
+def test_a_malformed_translation_file_is_refused_with_a_clear_error(tmp_path, entries, message):
+    path = tmp_path / "x.yml"
+    path.write_text("source: book/x.md\nentries:\n" + entries, encoding="utf-8")
+    with pytest.raises(ValueError) as error:
+        i18n.read_translation(path)
+    assert message in str(error.value) and str(path) in str(error.value)

@@ -9,6 +9,10 @@ Every piece of English prose the book ships has one entry in a translation file 
   section it sits in and its number there (``how-to-read/2``);
 - ``README.md`` -> ``locale/zh_CN/README.yml`` the same way.
 
+``extract`` gives each translation back to the English it translates wherever that English now is (as
+gettext's ``msgmerge`` does): inserting a block renumbers the blocks after it, and their translations stay
+current. Only then does a translation stay under its key (stale, the English having changed).
+
 Each entry holds the English it translates (``en``) beside the Chinese (``zh``), so that when the English
 changes the tool can say which file, which cell, what the English was and what it is now::
 
@@ -24,7 +28,9 @@ must be those of its English (as sets): :func:`invariant_problems` checks them.
 A figure's alt text is English prose too, but it lives in its code cell's metadata
 (``mystnb.image.alt``), not in Markdown: it has its own entry, keyed ``<cell id>/alt``.
 
-The Chinese edition is written from the English files and the translations, never edited by hand::
+The Chinese edition is written from the English files and the translations, never edited by hand. A line
+break inside a paragraph that would render as a space between Chinese text, full-width punctuation, a link or
+emphasis is removed on the way (:func:`join_cjk_lines`), so translators may wrap lines freely::
 
     python tools/i18n.py sync               # extract, then write everything below (the one command)
     python tools/i18n.py notebooks          # zh_CN/notebooks/NAME.ipynb: the English notebook, Markdown
@@ -43,13 +49,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import functools
-import hashlib
-import json
 import os
-import shutil
 import re
 import sys
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,54 +87,121 @@ def translation_path(source: Path, root: Path = ROOT) -> Path:
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_OPTION = re.compile(r"^\s*:[\w-]+:")  # a directive's option line (":class: tip") right after its opening fence
 
 
 def slug(text: str) -> str:
-    """A heading's anchor as MyST writes it: lower case, punctuation dropped, spaces to hyphens."""
+    """A heading's section key: lower case, punctuation dropped, runs of spaces to one hyphen ('top' if empty).
+
+    Close to MyST's anchors but not the same (MyST keeps each space); the keys are internal to the translation
+    files, and the Chinese site takes its anchors from the English site, not from this function.
+    """
     text = re.sub(r"[`*_\[\]()]", "", text.strip().lower())
     text = re.sub(r"[^\w\- ]", "", text)
     return re.sub(r"\s+", "-", text).strip("-") or "top"
 
 
-def split_blocks(text: str) -> list[str]:
-    """Split markdown into blocks at blank lines, never inside a fenced block or a ``$$`` display."""
-    blocks, current, fence, math = [], [], None, False
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if fence is None and not math and stripped == "":
-            if current:
-                blocks.append("\n".join(current))
-                current = []
+def _is_directive(info: str) -> bool:
+    """A fence's info string opens a MyST directive that holds prose (```{note}), not code (```{code-cell})."""
+    return info.startswith("{") and not info.startswith(("{code", "{math"))
+
+
+Directives = tuple  # the directives open at a point of a page, outermost first: ((fence, name), ...)
+
+
+def _scan(lines: list[str], inside: Directives = ()) -> list[tuple[str, Directives]]:
+    """(kind, the directives open before the line) for each line; see :func:`line_kinds`."""
+    out, fence, math, directives, options = [], None, False, list(inside), False
+    for line in lines:
+        stripped, before = line.strip(), tuple(directives)
+        kind = "code" if fence else "math" if math else "prose"
+        if options and _OPTION.match(line):
+            out.append(("directive", before))
             continue
-        current.append(line)
+        options = False
         m = _FENCE.match(line)
         if fence is None and m and not math:
-            # A directive fence (```{note}) holds prose: split inside it. A code fence holds code: keep whole.
-            rest = line.strip()[len(m.group(1)):]
-            if not rest.startswith("{") or rest.startswith(("{code", "{math")):
-                fence = m.group(1)
+            marker, info = m.group(1), stripped[len(m.group(1)):].strip()
+            if _is_directive(info):
+                directives.append((marker, info[1:].split("}")[0].strip()))
+                kind, options = "directive", True
+            elif (not info and directives and marker[0] == directives[-1][0][0]
+                  and len(marker) >= len(directives[-1][0])):
+                directives.pop()
+                kind = "directive"
+            else:
+                fence, kind = marker, "code"
         elif fence is not None and stripped.startswith(fence[0] * len(fence)) and stripped.strip(fence[0]) == "":
             fence = None
         elif fence is None and stripped.count("$$") % 2 == 1:
-            math = not math
+            math, kind = not math, "math"
+        elif kind == "prose" and stripped and directives and directives[-1][1] == "glossary" and not line[0].isspace():
+            kind = "term"
+        out.append((kind, before))
+    return out
+
+
+def line_kinds(lines: list[str], inside: Directives = ()) -> list[str]:
+    """What each line of a Markdown text is: ``"prose"``, ``"code"`` (a code fence, its fences included),
+    ``"math"`` (a ``$$`` display), ``"directive"`` (a MyST directive's opening or closing fence, or one of
+    its option lines) or ``"term"`` (a term of a ``{glossary}``: its definition is the indented prose below).
+
+    A directive's body is prose. Open directives are kept on a stack, so that a directive's closing fence
+    closes it instead of opening a code fence, and directives nest (a ```` ````{note} ```` holding a
+    ```` ```{tip} ````); ``inside`` is the stack at the text's first line, for a block taken from inside a
+    directive (:func:`page_blocks`). A code fence closes at a fence of its own character at least as long,
+    with no info string.
+    """
+    return [kind for kind, _ in _scan(lines, inside)]
+
+
+def page_blocks(text: str) -> list[tuple[str, Directives]]:
+    """The blocks of a page (split at blank lines, never inside a code fence or a ``$$`` display), each with
+    the directives open where it starts. A directive's body (```{note} ... ```) is prose: it is split like
+    the rest of the page."""
+    blocks, current, start = [], [], ()
+    lines = text.split("\n")
+    for line, (kind, inside) in zip(lines, _scan(lines)):
+        if kind == "prose" and line.strip() == "":
+            if current:
+                blocks.append(("\n".join(current), start))
+                current = []
+            continue
+        if not current:
+            start = inside
+        current.append(line)
     if current:
-        blocks.append("\n".join(current))
+        blocks.append(("\n".join(current), start))
     return blocks
 
 
-def page_entries(text: str) -> list[tuple[str, str]]:
-    """(key, English block) for every block of a page; key = section anchor / number in that section."""
+def split_blocks(text: str) -> list[str]:
+    """Split markdown into blocks at blank lines, never inside a code fence or a ``$$`` display."""
+    return [block for block, _ in page_blocks(text)]
+
+
+def _keyed_blocks(text: str) -> list[tuple[str, str, Directives]]:
     entries, section, count = [], "top", 0
     seen: dict[str, int] = {}
-    for block in split_blocks(text):
+    for block, inside in page_blocks(text):
         m = _HEADING.match(block.split("\n")[0])
         if m and "\n" not in block:
             base = slug(m.group(2))
             seen[base] = seen.get(base, 0) + 1
             section, count = (base if seen[base] == 1 else f"{base}-{seen[base] - 1}"), 0
         count += 1
-        entries.append((f"{section}/{count}", block))
+        entries.append((f"{section}/{count}", block, inside))
     return entries
+
+
+def page_entries(text: str) -> list[tuple[str, str]]:
+    """(key, English block) for every block of a page; key = section anchor / number in that section."""
+    return [(key, block) for key, block, _ in _keyed_blocks(text)]
+
+
+def page_contexts(text: str) -> dict[str, Directives]:
+    """key -> the directives open where the page's block starts (``()`` for most blocks)."""
+    return {key: inside for key, _, inside in _keyed_blocks(text) if inside}
 
 
 ALT = "/alt"  # key suffix of a figure's alt text: "<cell id>/alt"
@@ -154,9 +226,15 @@ def translatable_entries(nb) -> list[tuple[str, str]]:
 
 
 def source_entries(source: Path) -> list[tuple[str, str]]:
+    """(key, English) for every piece of English prose of a notebook or a page, in order."""
     if source.suffix == ".ipynb":
         return translatable_entries(nbformat.read(source, as_version=4))
     return page_entries(source.read_text(encoding="utf-8"))
+
+
+def source_contexts(source: Path) -> dict[str, Directives]:
+    """key -> the directives open where the entry starts (only a page's blocks inside a directive have any)."""
+    return {} if source.suffix == ".ipynb" else page_contexts(source.read_text(encoding="utf-8"))
 
 
 # ---- translation files ---------------------------------------------------------------------------------
@@ -189,12 +267,60 @@ class Translation:
         return {e.key: e for e in self.entries}
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that holds a key twice (PyYAML would keep the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the field {key!r} appears twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+_FIELDS = ("key", "en", "zh")
+
+
 def read_translation(path: Path) -> Translation:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    """A translation file. Refuses (ValueError naming the file and the entry) what would otherwise lose a
+    translation silently: invalid YAML, an entry that is not a mapping of ``key``, ``en`` and ``zh`` (a
+    field twice, a misspelt field, a value that is not text), or a key that two entries share."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not a valid translation file: {error}") from error
     if not isinstance(data, dict) or "source" not in data or not isinstance(data.get("entries", []), list):
         raise ValueError(f"{path}: a translation file is a mapping with 'source' and a list 'entries'")
-    entries = [Entry(str(e["key"]), e.get("en") or "", e.get("zh") or "") for e in data.get("entries") or []]
+    entries, first = [], {}
+    for n, e in enumerate(data.get("entries") or [], 1):
+        if not isinstance(e, dict):
+            raise ValueError(f"{path}: entry {n} is a {type(e).__name__} ({e!r:.60}); expected a mapping with "
+                             f"'key', 'en' and 'zh'")
+        if e.get("key") in (None, ""):
+            raise ValueError(f"{path}: entry {n} has no 'key' (expected 'key', 'en' and 'zh'; got {sorted(e)})")
+        key = str(e["key"])
+        unknown = sorted(str(k) for k in e if k not in _FIELDS)
+        if unknown:
+            raise ValueError(f"{path}: entry {n} ({key}) has unknown field(s) {unknown}; expected 'key', 'en' "
+                             f"and 'zh'")
+        for name in ("en", "zh"):
+            if e.get(name) is not None and not isinstance(e[name], str):
+                raise ValueError(f"{path}: entry {n} ({key}): '{name}' must be text, got "
+                                 f"{type(e[name]).__name__} {e[name]!r:.60}")
+        if key in first:
+            raise ValueError(f"{path}: entries {first[key]} and {n} have the same key {key!r}; each cell or "
+                             f"block has one entry")
+        first[key] = n
+        entries.append(Entry(key, e.get("en") or "", e.get("zh") or ""))
     return Translation(data["source"], entries)
+
+
+def same_english(a: str, b: str) -> bool:
+    """Whether two versions of an entry's English are the same (line breaks at the end do not count)."""
+    return a.rstrip("\n") == b.rstrip("\n")
 
 
 def write_translation(path: Path, tr: Translation) -> None:
@@ -208,27 +334,80 @@ def write_translation(path: Path, tr: Translation) -> None:
     path.write_text(header + text, encoding="utf-8")
 
 
+FUZZY = 0.6  # how similar (difflib's ratio) an orphaned translation's English must be to a new entry's
+
+
+def match_entries(current: list[tuple[str, str]], old: list[Entry]) -> list[Entry | None]:
+    """For each (key, English) of ``current``, the old entry whose translation it gets, or None.
+
+    The way gettext's msgmerge does it, by content first: (1) the entry with the same key and the same
+    English; (2) an entry with the same English under another key (a block that moved, or whose number
+    changed because a block was inserted above it); (3) the entry with the same key, if no other block
+    took it (the English changed: the translation is stale); (4) the most similar translation that no
+    block took (difflib ratio at least ``FUZZY``: the English changed and the key too; stale). Each old
+    entry is given at most once.
+    """
+    chosen: list[Entry | None] = [None] * len(current)
+    used: set[int] = set()
+    index = {e.key: i for i, e in enumerate(old)}
+    translated = [i for i, e in enumerate(old) if e.zh.strip()]
+
+    def take(n: int, i: int) -> None:
+        chosen[n] = old[i]
+        used.add(i)
+
+    for n, (key, en) in enumerate(current):
+        i = index.get(key)
+        if i is not None and old[i].zh.strip() and same_english(old[i].en, en):
+            take(n, i)
+    by_english = defaultdict(list)
+    for i in translated:
+        if i not in used:
+            by_english[old[i].en.rstrip("\n")].append(i)
+    for n, (key, en) in enumerate(current):
+        if chosen[n] is None and by_english.get(en.rstrip("\n")):
+            take(n, by_english[en.rstrip("\n")].pop(0))
+    for n, (key, en) in enumerate(current):
+        i = index.get(key)
+        if chosen[n] is None and i is not None and i not in used:
+            take(n, i)
+    for n, (key, en) in enumerate(current):
+        if chosen[n] is None:
+            ratios = [(difflib.SequenceMatcher(None, old[i].en, en).ratio(), -i) for i in translated if i not in used]
+            best = max(ratios, default=(0.0, 0))
+            if best[0] >= FUZZY:
+                take(n, -best[1])
+    return chosen
+
+
 def extract(source: Path, root: Path = ROOT) -> Translation:
     """The translation of ``source`` with an entry for every current piece of English, in source order.
 
-    Existing translations are kept under their key even when the English changed (they are then stale,
-    and ``en`` still holds the English they translate); entries whose key disappeared are dropped.
+    Each translation goes to the entry whose English it translates, wherever its key now is (inserting a
+    block renumbers the blocks after it; their translations stay current); else it stays under its key, or
+    goes to the most similar new English, as stale (``en`` still holds the English it translates).
+    Translations that no entry takes are dropped. See :func:`match_entries`.
     """
     path = translation_path(source, root)
-    old = read_translation(path).by_key() if path.exists() else {}
+    old = read_translation(path).entries if path.exists() else []
     rel = source.resolve().relative_to(root.resolve()).as_posix()
+    current = source_entries(source)
     entries = []
-    for key, en in source_entries(source):
-        prev = old.get(key)
-        entries.append(Entry(key, prev.en if prev and prev.zh else en, prev.zh if prev else ""))
+    for (key, en), prev in zip(current, match_entries(current, old)):
+        translated = prev is not None and prev.zh.strip()
+        entries.append(Entry(key, prev.en if translated and not same_english(prev.en, en) else en,
+                             prev.zh if prev else ""))
     return Translation(rel, entries)
 
 
 # ---- checks --------------------------------------------------------------------------------------------
 
 _CODE = re.compile(r"(`+)(.+?)\1", re.S)
+# Math where markdown-it with mdit_py_plugins' dollarmath is not installed (dollarmath is what MyST uses): a
+# display is $$...$$; an inline $...$ opens at a $ followed by no space and closes at a $ preceded by no
+# space and followed by no digit, so that prices ("cost $4.6M and Llama $2M") are not math (pandoc's rule).
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
-_INLINE = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.S)
+_INLINE = re.compile(r"(?<![\\$])\$(?![\s$])(.+?)(?<![\s\\$])\$(?![\d$])", re.S)
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _ANCHOR = re.compile(r"""\b(?:id|name)\s*=\s*["']([^"']+)["']""")
 _LABEL = re.compile(r"^\((.+?)\)=\s*$", re.M)
@@ -237,14 +416,65 @@ _FENCED = re.compile(r"^(\s*)(`{3,}|~{3,})(.*?)$\n(.*?)^\1\2\s*$", re.S | re.M)
 
 @functools.lru_cache(maxsize=1)
 def _markdown():
+    """CommonMark with GFM tables and, where mdit_py_plugins is installed, dollarmath (MyST's ``$``/``$$``
+    math). A ``$`` must touch its math on the inside, so that prices are text ("cost $4.6M and Llama $2M"):
+    MyST's default is laxer (``myst_dmath_allow_space``), so the English writes ``\\$`` for a literal dollar
+    sign that another ``$`` follows. (dollarmath's ``allow_digits=False`` is not used: at the start of a
+    table cell it reads the cell's last character as the one before the ``$``.)"""
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark")
+    md = MarkdownIt("commonmark").enable("table")
+    try:
+        from mdit_py_plugins.dollarmath import dollarmath_plugin
+    except ImportError:  # the regular expressions above stand in
+        return md
+    return md.use(dollarmath_plugin, allow_space=False, double_inline=True)
+
+
+def _has_dollarmath() -> bool:
+    return "math_inline" in _markdown().get_all_rules()["inline"]
+
+
+_MATH_TOKENS = ("math_inline", "math_inline_double", "math_block", "math_block_label")
+
+
+def _walk(tokens):
+    for token in tokens:
+        yield token
+        if token.children:
+            yield from _walk(token.children)
+
+
+@functools.lru_cache(maxsize=8192)
+def math_spans(text: str) -> frozenset[str]:
+    """The math of a Markdown text ($...$ and $$...$$, whitespace runs made one space), outside code and
+    inside directives' bodies (a directive's fences and options are dropped first)."""
+    if "$" not in text:
+        return frozenset()
+    if not _has_dollarmath():
+        rest = _CODE.sub(" ", text)
+        display = {" ".join(m.group(1).split()) for m in _DISPLAY.finditer(rest)}
+        return frozenset(display | {" ".join(m.group(1).split()) for m in _INLINE.finditer(_DISPLAY.sub(" ", rest))})
+    return frozenset(" ".join(t.content.split()) for t in _walk(_markdown().parse(_prose_view(text)))
+                     if t.type in _MATH_TOKENS)
+
+
+def _prose_view(text: str, inside: Directives = ()) -> str:
+    """The text with its directives' fence and option lines blanked, so that their bodies parse as Markdown,
+    and each glossary term made a paragraph of its own."""
+    lines = text.split("\n")
+    view = {"directive": lambda line: "", "term": lambda line: line + "\n"}
+    return "\n".join(view.get(kind, str)(line) for line, kind in zip(lines, line_kinds(lines, inside)))
 
 
 def heading_levels(text: str) -> list[int]:
     """The level of every Markdown heading (CommonMark: none inside code fences), in order."""
-    return [int(t.tag[1]) for t in _markdown().parse(text) if t.type == "heading_open"]
+    return list(_heading_levels(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _heading_levels(text: str) -> tuple[int, ...]:
+    return tuple(int(t.tag[1]) for t in _markdown().parse(text) if t.type == "heading_open")
 
 
 def invariants(text: str) -> dict[str, set]:
@@ -253,20 +483,17 @@ def invariants(text: str) -> dict[str, set]:
     code_blocks = set()
 
     def keep_code(m):
-        info = m.group(3).strip()
-        if info.startswith("{") and not info.startswith(("{code", "{math")):
+        if _is_directive(m.group(3).strip()):
             return m.group(0)  # a directive's body is prose
         code_blocks.add(m.group(4).strip())
         return ""
 
     rest = _FENCED.sub(keep_code, text)
     code = {m.group(2).strip() for m in _CODE.finditer(rest)}
+    math = math_spans(rest)
     rest = _CODE.sub(" ", rest)
-    display = {" ".join(m.group(1).split()) for m in _DISPLAY.finditer(rest)}
-    rest = _DISPLAY.sub(" ", rest)
-    inline = {" ".join(m.group(1).split()) for m in _INLINE.finditer(rest)}
     return {
-        "math": display | inline,
+        "math": set(math),
         "code spans": code,
         "code blocks": code_blocks,
         "links": set(_LINK.findall(rest)),
@@ -311,13 +538,16 @@ def problems_of(source: Path, root: Path = ROOT) -> list[Problem]:
     tr = read_translation(path).by_key()
     found = []
     current = source_entries(source)
+    translated = {e.en.rstrip("\n") for e in tr.values() if e.zh.strip()}
     for key, en in current:
         entry = tr.get(key)
         if entry is None or not entry.zh.strip():
             found.append(Problem(rel, key, "missing", f"{en.strip()[:80]!r}"))
-        elif entry.en != en:
-            found.append(Problem(rel, key, "stale", f"the English changed since it was translated "
-                                                    f"(python tools/i18n.py stale {rel})"))
+        elif not same_english(entry.en, en):
+            moved = en.rstrip("\n") in translated  # its translation is under another key: extract moves it
+            found.append(Problem(rel, key, "stale", f"the block moved: run python tools/i18n.py extract {rel}"
+                                 if moved else f"the English changed since it was translated "
+                                               f"(python tools/i18n.py stale {rel})"))
         else:
             found.extend(Problem(rel, key, "invariant", p) for p in invariant_problems(en, entry.zh))
     keys = {k for k, _ in current}
@@ -397,15 +627,73 @@ def chinese_text(source: Path, root: Path = ROOT, allow_missing: bool = False) -
     path = translation_path(source, root)
     tr = read_translation(path).by_key() if path.exists() else {}
     bad = {p.key for p in problems if p.kind in ("missing", "stale", "invariant")}
+    inside = source_contexts(source)
     text = {}
     for key, en in source_entries(source):
         entry = tr.get(key)
-        text[key] = en if key in bad or entry is None or not entry.zh.strip() else join_cjk_lines(entry.zh)
+        text[key] = (en if key in bad or entry is None or not entry.zh.strip()
+                     else join_cjk_lines(entry.zh, inside.get(key, ())))
     return text, problems
 
 
-_CJK = re.compile("[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
+# Where a soft line break inside a paragraph must go (Markdown draws it as a space, which Chinese does not
+# have): the characters on either side of it, as the reader sees them.
+_CJK = re.compile("[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u31c0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                  "\uac00-\ud7af\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\U00020000-\U0003134f]")
+# full-width punctuation: 、。〈〉《》「」『』【】〔〕～ and ！（），：；？ (U+3000-303F, U+FE10-FE1F, U+FE30-FE4F,
+# the punctuation of U+FF00-FF65)
+_FULL_WIDTH = re.compile("[\u3000-\u303f\ufe10-\ufe1f\ufe30-\ufe4f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40"
+                         "\uff5b-\uff65]")
+# punctuation that Chinese and English share (“” ‘’ … — ·): full width where Chinese text is next to it
+_SHARED = "\u201c\u201d\u2018\u2019\u2026\u2014\u2015\u00b7"
 _LIST_MARKER = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+")
+_LINK_END = re.compile(r"\]\([^()\s]*(?:\s+\"[^\"]*\")?\)$")
+
+
+def _char_kind(c: str) -> str:
+    if _FULL_WIDTH.match(c):
+        return "punctuation"
+    if _CJK.match(c):
+        return "chinese"
+    return "shared" if c in _SHARED else "other"
+
+
+def _inner_kind(chars) -> str:
+    """The kind of the first character that is not shared punctuation ('other' if none)."""
+    return next((k for k in map(_char_kind, chars) if k != "shared"), "other")
+
+
+def renders_as_stray_space(before: str, after: str) -> bool:
+    """Whether a soft line break between the visible text ``before`` and ``after`` it is drawn as a space that
+    Chinese typesetting does not have: after or before full-width punctuation (``配对：⏎$x$``, ``GPT-2⏎（``),
+    or between two Chinese characters (``是⏎**置换**``, ``和⏎[第 7 章](..)``). Between Chinese and a Latin word,
+    math or code it stays: that is the conventional space (``的⏎GPT-2``)."""
+    if not before or not after:
+        return False
+    a, b = _char_kind(before[-1]), _char_kind(after[0])
+    if a == "shared":
+        a = "punctuation" if "other" != _inner_kind(reversed(before)) or b in ("chinese", "punctuation") else "other"
+    if b == "shared":
+        b = "punctuation" if "other" != _inner_kind(after) or a in ("chinese", "punctuation") else "other"
+    return "punctuation" in (a, b) or a == b == "chinese"
+
+
+def _visible_end(line: str) -> str:
+    """A line without the Markdown that closes on it (emphasis, a link's target): what the reader sees last."""
+    text = line.rstrip()
+    while text:
+        if text[-1] in "*_":
+            text = text[:-1]
+        elif m := _LINK_END.search(text):
+            text = text[:m.start()]
+        else:
+            break
+    return text
+
+
+def _visible_start(line: str) -> str:
+    """A line without the Markdown that opens on it (emphasis, a link's ``[``)."""
+    return line.strip().lstrip("*_[")
 
 
 def _content_indent(line: str) -> int:
@@ -414,27 +702,109 @@ def _content_indent(line: str) -> int:
     return m.end() if m else len(line) - len(line.lstrip(" "))
 
 
-def join_cjk_lines(text: str) -> str:
-    """Remove a line break that sits between two Chinese characters inside one paragraph (outside code fences).
+_NOT_JOINED = ("```", "~~~", "|", "#", ">", ":")  # fences, tables, headings, quotes, definitions, options
 
-    Markdown turns a line break inside a paragraph into a space, which Chinese does not have; Chromium draws
-    it as a stray gap between two characters. A break is joined only where the next line continues the same
-    paragraph: it starts at the text column of the line before (a glossary term followed by its indented
-    definition, or a new list item, is structure and stays)."""
-    lines, out, fence = text.split("\n"), [], False
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith(("```", "~~~")):
-            fence = not fence
-        prev = out[-1] if out else None
-        if (not fence and prev is not None and stripped and prev.strip() and not _LIST_MARKER.match(line)
-                and _CJK.match(stripped[0]) and _CJK.match(prev.rstrip()[-1])
-                and len(line) - len(line.lstrip(" ")) == _content_indent(prev)
-                and not prev.lstrip().startswith(("```", "~~~", "|", "#"))):
-            out[-1] = prev.rstrip() + stripped
+
+def _joinable(prev: str, line: str) -> bool:
+    """Whether the line break between two lines of prose should go: ``line`` continues ``prev``'s paragraph
+    (it starts at ``prev``'s text column and is no new list item, table row, heading, quote or label; ``prev``
+    ends in no hard break) and the break would render as a stray space (:func:`renders_as_stray_space`)."""
+    stripped = line.strip()
+    if not stripped or not prev.strip() or _LIST_MARKER.match(line):
+        return False
+    if len(line) - len(line.lstrip(" ")) != _content_indent(prev):
+        return False
+    if prev.lstrip().startswith(_NOT_JOINED) or stripped.startswith(_NOT_JOINED):
+        return False
+    if prev.endswith("  ") or prev.rstrip().endswith("\\") or _LABEL.match(prev.strip()) or _LABEL.match(stripped):
+        return False
+    return renders_as_stray_space(_visible_end(prev), _visible_start(line))
+
+
+def _join(lines: list[str], at: list[int]) -> list[str]:
+    """``lines`` with each line ``i + 1`` (``i`` in ``at``) appended to the line before, without the break."""
+    out, after = [], set(at)
+    for i, line in enumerate(lines):
+        if i - 1 in after:
+            out[-1] = out[-1].rstrip() + line.strip()
         else:
             out.append(line)
-    return "\n".join(out)
+    return out
+
+
+def _shape(text: str, inside: Directives = ()) -> tuple:
+    """What Markdown makes of a text but for its soft line breaks: every token (type, tag, markup, attributes,
+    content, but the text between them), the text itself, and the number of soft breaks."""
+    shape, words, soft = [], [], 0
+    for token in _walk(_markdown().parse(_prose_view(text, inside))):
+        if token.type == "softbreak":
+            soft += 1
+        elif token.type == "text":
+            words.append(token.content)
+        else:
+            content = "" if token.type in ("inline", "image") else token.content
+            shape.append((token.type, token.tag, token.markup, token.info, tuple(sorted(token.attrs.items())), content))
+    return shape, "".join(words), soft
+
+
+@functools.lru_cache(maxsize=None)
+def join_cjk_lines(text: str, inside: Directives = ()) -> str:
+    """Remove each soft line break inside a paragraph that would render as a stray space in Chinese.
+
+    Markdown turns a line break inside a paragraph into a space, which Chinese does not have; browsers draw it
+    as a gap. A break goes where it sits after or before full-width punctuation, or between Chinese text and
+    Chinese text, a link or emphasis (:func:`renders_as_stray_space`, which looks through ``**``, ``*`` and
+    ``[..](..)``). Only inside a paragraph: never in code fences, ``$$`` displays, tables, at a list item's
+    start, across a blank line, or from a glossary term to its indented definition (the next line must start
+    at the text column of the line before). Inside a directive's body (```{note}) the same rules hold;
+    ``inside`` names the directives open where the text starts (:func:`page_contexts`).
+
+    Each join is checked with markdown-it: the text must parse to the same tokens with one soft break fewer
+    (a join that would change emphasis, a code span or a block is not made).
+    """
+    lines = text.split("\n")
+    kinds = line_kinds(lines, inside)
+    at = [i for i in range(len(lines) - 1)
+          if kinds[i] == kinds[i + 1] == "prose" and _joinable(lines[i], lines[i + 1])]
+    if not at:
+        return text
+    shape, words, soft = _shape(text, inside)
+
+    def same(joined: list[str], n: int) -> bool:
+        new_shape, new_words, new_soft = _shape("\n".join(joined), inside)
+        return new_shape == shape and new_words == words and new_soft == soft - n
+
+    if same(_join(lines, at), len(at)):
+        return "\n".join(_join(lines, at))
+    kept = []  # one at a time: keep each join that leaves the parse as it was
+    for i in at:
+        if same(_join(lines, kept + [i]), len(kept) + 1):
+            kept.append(i)
+    return "\n".join(_join(lines, kept))
+
+
+def stray_line_breaks(text: str, inside: Directives = ()) -> list[str]:
+    """The soft line breaks of a Markdown text (as markdown-it parses it, directives' bodies included) that
+    render as a stray space in Chinese (:func:`renders_as_stray_space`), each as ``'…before⏎after…'``."""
+    found = []
+    for token in _markdown().parse(_prose_view(text, inside)):
+        if token.type != "inline" or not token.children:
+            continue
+        pieces = []  # what the reader sees, with None for each soft break
+        for child in token.children:
+            if child.type == "softbreak":
+                pieces.append(None)
+            elif child.type == "text":
+                pieces.append(child.content)
+            elif child.type in ("code_inline", "image", "hardbreak") or child.type in _MATH_TOKENS:
+                pieces.append("\n" if child.type == "hardbreak" else "x")  # neither Chinese nor punctuation
+        for i, piece in enumerate(pieces):
+            if piece is None:
+                before = "".join(p for p in pieces[:i] if p is not None)
+                after = "".join(p for p in pieces[i + 1:] if p is not None)
+                if renders_as_stray_space(before, after):
+                    found.append(f"{before[-15:]}⏎{after[:15]}")
+    return found
 
 
 def chinese_notebook(source: Path, root: Path = ROOT, allow_missing: bool = False):
@@ -798,7 +1168,7 @@ def main(argv: list[str] | None = None) -> int:
             tr = read_translation(path).by_key()
             for key, en in source_entries(source):
                 entry = tr.get(key)
-                if entry and entry.zh.strip() and entry.en != en:
+                if entry and entry.zh.strip() and not same_english(entry.en, en):
                     print(f"== {_rel(source, root)} [{key}]\n-- was:\n{entry.en}\n-- is now:\n{en}\n")
         return 0
     probs = [p for s in sources for p in problems_of(s, root)]
