@@ -51,7 +51,7 @@ def main() -> None:
     print(f"trained {len(history.loss)} steps in {wall:.1f} s wall ({cpu:.1f} s CPU, {torch.get_num_threads()} threads), "
           f"{n_params:,} parameters")
     print(f"training loss: first 10 steps {sum(history.loss[:10]) / 10:.3f}, last 10 {sum(history.loss[-10:]) / 10:.3f}")
-    loss, ppl = perplexity_and_loss(model, generate_sentences(1000, seed=VALID_SEED))
+    ppl, loss = perplexity_and_loss(model, generate_sentences(1000, seed=VALID_SEED))
     print(f"held-out loss {loss:.3f} nats/token (perplexity {ppl:.2f})")
 
     greedy = sample_texts(model, len(PROMPTS), prompts=PROMPTS)

@@ -95,7 +95,7 @@ def scaled_dot_product_attention(
             check_number(scale, "scale")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if impl == "fused":
-        return _fused(q, k, v, mask, bias, dropout_p, scale), None
+        return fused_attention(q, k, v, mask, bias, dropout_p, scale), None
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, Dh) @ (..., Dh, T_k) -> (..., T_q, T_k)
     if bias is not None:
@@ -112,7 +112,14 @@ def scaled_dot_product_attention(
     return weights @ v, weights  # (..., T_q, T_k) @ (..., T_k, Dv) -> (..., T_q, Dv)
 
 
-def _fused(q, k, v, mask, bias, dropout_p, scale) -> torch.Tensor:
+def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                    bias: torch.Tensor | None, dropout_p: float, scale: float) -> torch.Tensor:
+    """The ``impl="fused"`` path of :func:`scaled_dot_product_attention`, without its checks: PyTorch's
+    ``F.scaled_dot_product_attention`` with the library's mask convention (bool, ``True`` = may attend) and an
+    optional float ``bias`` combined into one additive mask, and a query with no visible key giving zeros.
+
+    q (..., T_q, Dh), k (..., T_k, Dh), v (..., T_k, Dv) -> (..., T_q, Dv). The caller has checked the inputs
+    (the lean decode step calls it with tensors it built)."""
     attn_mask = mask
     if bias is not None:
         attn_mask = bias.to(q.dtype)

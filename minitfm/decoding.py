@@ -3,41 +3,34 @@
 Glossary: B batch, S source length, P prompt length, N new tokens, V vocab_size.
 
 Greedy decoding appends the most likely next token until every row has produced ``eos_id`` (rows that
-finished early are filled with ``pad_id``) or ``max_new_tokens`` is reached. With the cache each step
-feeds only the tokens the cache has not seen yet; without it each step recomputes the whole prefix,
-which is slower but must give the same tokens.
+finished early are filled with ``pad_id``, or with ``eos_id`` for a model without a padding token) or
+``max_new_tokens`` is reached. With the cache each step feeds only the tokens the cache has not seen yet;
+without it each step recomputes the whole prefix, which is slower but must give the same tokens.
+:func:`greedy_decode` is a thin wrapper over the one generation loop, :func:`minitfm.generation.generate`.
 """
 from __future__ import annotations
 
-from typing import Callable
+import time
 
 import torch
 
-from ._checks import check_positive_int, check_tensor, check_token_ids
+from ._checks import check_positive_int, check_token_ids
+from .cache import KVCache
 from .data import Batch, pad_sequences
+from .generation import _for_inference, _generate_loop, _prompt_valid, _special_ids, generate
 from .models import DecoderOnlyLM, EncoderDecoder
 
 
-def _greedy_loop(step: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, max_new_tokens: int,
-                 eos_id: int, pad_id: int) -> torch.Tensor:
-    """Run ``step(tokens (B, n)) -> next-token logits (B, V)`` greedily; return the (B, N) new tokens."""
-    tokens = start
-    finished = torch.zeros(start.shape[0], dtype=torch.bool, device=start.device)
-    for _ in range(max_new_tokens):
-        nxt = step(tokens).argmax(dim=-1).masked_fill(finished, pad_id)  # (B, V) -> (B,)
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)  # (B, n) -> (B, n + 1)
-        finished |= nxt == eos_id
-        if finished.all():
-            break
-    return tokens[:, start.shape[1]:]
-
-
-@torch.no_grad()
 def greedy_decode(model: torch.nn.Module, inputs: torch.Tensor, max_new_tokens: int, *,
                   use_cache: bool = True) -> torch.Tensor:
     """Greedy output of an :class:`EncoderDecoder` (``inputs`` = source (B, S); decoding starts from BOS)
     or a :class:`DecoderOnlyLM` (``inputs`` = prompt (B, P), left-padded with ``pad_id`` if lengths
-    differ). Returns (B, N <= max_new_tokens) new tokens, EOS included, ``pad_id`` after it."""
+    differ). Returns (B, N <= max_new_tokens) new tokens, EOS included, then ``pad_id`` (``eos_id`` for a
+    model whose ``pad_id`` is ``None``, as every loaded checkpoint).
+
+    For a DecoderOnlyLM this is ``generate(model, inputs, max_new_tokens, use_cache=use_cache).new_tokens``;
+    for an EncoderDecoder, the same loop from a column of BOS with ``src=inputs``. The model's mode is restored.
+    """
     check_positive_int(max_new_tokens, "max_new_tokens")
     if not isinstance(model, (EncoderDecoder, DecoderOnlyLM)):
         raise TypeError(f"greedy_decode needs an EncoderDecoder or DecoderOnlyLM, got {type(model).__name__}")
@@ -50,44 +43,16 @@ def greedy_decode(model: torch.nn.Module, inputs: torch.Tensor, max_new_tokens: 
                 else f"prompt length {inputs.shape[1]} + max_new_tokens {max_new_tokens} = {needed}")
         raise ValueError(f"{what} exceeds the model's max_seq_len={limit}"
                          + (f" (or the source, {inputs.shape[1]} tokens, does)" if inputs.shape[1] > limit else ""))
-    was_training = model.training
-    model.eval()
-    try:
-        make_step = _encoder_decoder_step if isinstance(model, EncoderDecoder) else _decoder_only_step
-        step, start = make_step(model, inputs, max_new_tokens, use_cache)
-        return _greedy_loop(step, start, max_new_tokens, model.config.eos_id, model.config.pad_id)
-    finally:
-        model.train(was_training)
-
-
-def _encoder_decoder_step(model: EncoderDecoder, src: torch.Tensor, max_new_tokens: int, use_cache: bool):
-    memory, src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S)
-    b = src.shape[0]
-    caches = model.new_caches(b, max_new_tokens, memory_len=src.shape[1]) if use_cache else None
-
-    def step(tokens: torch.Tensor) -> torch.Tensor:
-        new = tokens if caches is None else tokens[:, caches[0].length:]  # only what the cache lacks
-        return model.decode(new, memory, src_mask, caches=caches)[:, -1]  # (B, T, V) -> (B, V)
-
-    return step, torch.full((b, 1), model.config.bos_id, device=src.device)
-
-
-def _decoder_only_step(model: DecoderOnlyLM, prompt: torch.Tensor, max_new_tokens: int, use_cache: bool):
-    b, p = prompt.shape
-    prompt_mask = prompt != model.config.pad_id  # (B, P) real prompt tokens
-    if bool(prompt_mask.all()):
-        prompt_mask = None  # nothing is padded: plain causal attention
-    caches = model.new_caches(b, p + max_new_tokens) if use_cache else None
-
-    def step(tokens: torch.Tensor) -> torch.Tensor:
-        key_mask = None
-        if prompt_mask is not None:  # generated tokens are always real: extend the mask with True
-            extra = torch.ones(b, tokens.shape[1] - p, dtype=torch.bool, device=tokens.device)
-            key_mask = torch.cat([prompt_mask, extra], dim=1)  # (B, P + n)
-        new = tokens if caches is None else tokens[:, caches[0].length:]
-        return model(new, caches=caches, key_mask=key_mask)[:, -1]  # (B, T, V) -> (B, V)
-
-    return step, prompt
+    if isinstance(model, DecoderOnlyLM):
+        return generate(model, inputs, max_new_tokens, use_cache=use_cache).new_tokens
+    # An EncoderDecoder feeds its decoder BOS and N - 1 generated tokens: N positions, one fewer than generate's
+    # budget (prompt + N) counts, so it calls the same loop after its own check above.
+    eos_id, pad_id, fill_id = _special_ids(model, None, None)
+    start = torch.full((inputs.shape[0], 1), model.config.bos_id, dtype=inputs.dtype, device=inputs.device)
+    valid = _prompt_valid(model, start, pad_id)
+    out = _for_inference(model, _generate_loop, start, valid, max_new_tokens, inputs, (), False, None, eos_id,
+                         fill_id, use_cache, KVCache, False, time.perf_counter)
+    return out.new_tokens
 
 
 def _align(pred: torch.Tensor, target: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -34,7 +34,7 @@ import torch
 
 from ._checks import check_number, check_positive_int, check_tensor, check_token_ids
 from .cache import KVCache
-from .lean_decode import LeanDecoder
+from .lean_decode import LeanDecoder, refusal
 from .models import DecoderOnlyLM, EncoderDecoder
 from .sampling import LogitsProcessor, Temperature, TopK, TopP, apply_processors
 
@@ -70,10 +70,10 @@ class _NextLogits:
     tokens. With a cache only the tokens not yet cached are fed to the model; a decoder-only model's
     one-token steps after the prefill go through :class:`~minitfm.lean_decode.LeanDecoder` (the same function
     as one flat list of tensor operations, without module calls or per-step checks) unless the model needs its
-    modules.
+    modules: ``decoder`` (the caller's) if given, else one built for this call.
     """
 
-    def __init__(self, model, src, batch_size: int, total_len: int, use_cache: bool, cache_cls):
+    def __init__(self, model, src, batch_size: int, total_len: int, use_cache: bool, cache_cls, decoder=None):
         self.model = model
         self.encoder_decoder = isinstance(model, EncoderDecoder)
         self.caches = self.lean = None
@@ -82,7 +82,8 @@ class _NextLogits:
         if use_cache:
             extra = {"memory_len": src.shape[1]} if self.encoder_decoder else {}
             self.caches = model.new_caches(batch_size, total_len, cache_cls, **extra)
-            self.lean = None if self.encoder_decoder else LeanDecoder.build(model, total_len)
+            if not self.encoder_decoder and refusal(model) is None:  # checked now, in eval mode, on every call
+                self.lean = LeanDecoder(model, total_len) if decoder is None else decoder
 
     def __call__(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         past = 0 if self.caches is None else self.caches[0].length
@@ -189,7 +190,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
              processors: Sequence[LogitsProcessor] = (), do_sample: bool = False,
              generator: torch.Generator | None = None, eos_id: int | None = None, pad_id: int | None = None,
              use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False,
-             clock=time.perf_counter, prompt_mask: torch.Tensor | None = None) -> GenerationOutput:
+             clock=time.perf_counter, prompt_mask: torch.Tensor | None = None,
+             decoder: LeanDecoder | None = None) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` for every row of the batch.
 
     Args:
@@ -209,13 +211,22 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         return_logits: also return the raw (B, N, V) logits of every step.
         clock: the timer of ``step_times``: wall time by default; ``time.process_time`` counts only this
             process's CPU time, a steadier measure on a machine shared with other jobs.
+        prompt_mask: (B, P) bool, ``True`` = real token; overrides ``prompt != pad_id`` (a model without a
+            padding token can still take a left-padded batch).
+        decoder: a :class:`~minitfm.lean_decode.LeanDecoder` of ``model`` that the caller built
+            (``LeanDecoder.build(model)``) and reuses across calls, saving the copy of the weights each call
+            otherwise makes. Rebuild it after you change the model: a decoder whose model's modules or
+            parameters were replaced, moved or written in place since it was built raises ``ValueError``
+            (a write through ``p.data`` cannot be seen).
 
     The loop runs under ``torch.inference_mode``; the tensors it returns are ordinary ones. With a cache, a
-    DecoderOnlyLM's decode steps run through :class:`~minitfm.lean_decode.LeanDecoder`, which computes what
-    the modules compute (to rounding) with far less overhead; a model with hooks or in half precision, or one
-    whose modules it does not know, runs every step through its modules.
+    DecoderOnlyLM's decode steps run through :class:`~minitfm.lean_decode.LeanDecoder` (``decoder``, or one
+    built for this call), which computes what the modules compute (to rounding) with far less overhead; a
+    model with hooks or in half precision, or one with a module the lean step does not know exactly (a LoRA
+    adapter, a quantised layer), runs every step through its modules, even when ``decoder`` is given.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
+    _check_decoder(model, decoder, use_cache)
     eos_id, pad_id, fill_id = _special_ids(model, eos_id, pad_id)
     _check_sampling_args(processors, do_sample, generator)
     valid = _prompt_valid(model, prompt, pad_id, prompt_mask)
@@ -223,7 +234,24 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         warnings.warn("Temperature, TopK and TopP never change the argmax; pass do_sample=True to sample",
                       stacklevel=2)
     return _for_inference(model, _generate_loop, prompt, valid, max_new_tokens, src, processors, do_sample,
-                          generator, eos_id, fill_id, use_cache, cache_cls, return_logits, clock)
+                          generator, eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder)
+
+
+def _check_decoder(model, decoder, use_cache: bool) -> None:
+    """A caller's decoder must be a LeanDecoder of this very model, with the parameters it copied."""
+    if decoder is None:
+        return
+    if not isinstance(decoder, LeanDecoder):
+        raise TypeError(f"decoder must be a LeanDecoder (LeanDecoder.build(model)) or None, "
+                        f"got {type(decoder).__name__}")
+    if decoder.model is not model:
+        raise ValueError("decoder was built for another model: build one with LeanDecoder.build(model) for this model")
+    if not use_cache:
+        raise ValueError("decoder= serves the cached decode steps; it needs use_cache=True")
+    if not decoder.is_current():
+        raise ValueError("the model changed since the decoder was built (a module or parameter replaced, moved, "
+                         "cast, or written in place, e.g. by an optimizer step or load_state_dict): rebuild it with "
+                         "LeanDecoder.build(model)")
 
 
 def _for_inference(model, loop, *args):
@@ -243,9 +271,10 @@ def _for_inference(model, loop, *args):
 
 
 def _generate_loop(model, prompt, valid, max_new_tokens, src, processors, do_sample, generator,
-                   eos_id, fill_id, use_cache, cache_cls, return_logits, clock) -> GenerationOutput:
+                   eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder=None) -> GenerationOutput:
     tokens = prompt
-    next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls)
+    next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls,
+                              decoder)
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
     step_times, all_logits = [], []
     for _ in range(max_new_tokens):

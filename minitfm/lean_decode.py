@@ -12,61 +12,109 @@ and reshapes at every level. :class:`LeanDecoder` reads the same weights and com
 one flat list of about 50 PyTorch operations per layer, most of them free views:
 
 - every matrix is kept in (in, out) layout, read faster at batch 1 than nn.Linear's (out, in); q, k and v come
-  from one matrix product (the three stacked), prepared once per model and reused while its weights are unchanged,
-  and so do SwiGLU's gate and up projections;
-- RoPE's rotations for every position are computed once, and a step indexes that table;
+  from one matrix product (the three stacked), and so do SwiGLU's gate and up projections;
+- RoPE's rotations are computed once for a table of positions, and a step indexes that table;
 - attention is two batched matrix products and a softmax (no mask: one query sees every cached key), or
-  PyTorch's fused kernel when padding or ALiBi needs a mask or a bias;
+  the library's fused attention (:func:`~minitfm.attention.fused_attention`) when padding or ALiBi needs a
+  mask or a bias;
 - nothing is checked per step: :func:`~minitfm.generation.generate` checked its inputs once, and the step
   only sees tensors that it or the model built.
 
 The result equals the module path up to float rounding (the stacked matrices, and RMSNorm's sum of squares
-as a matrix product, may add in another order); ``tests/test_lean_decode.py`` compares the two for every configuration. The weights are read
-when the decoder is built: build a new one after changing the model (``generate`` builds one per call, and the
-prepared matrices are rebuilt when any parameter's storage, version counter or sum changed).
+as a matrix product, may add in another order); ``tests/test_lean_decode.py`` compares the two for every
+configuration.
+
+**State is explicit.** A decoder holds copies of the projection matrices (the stacked, transposed ones above),
+made when it is built, and references to the model's modules and their parameters: the norms' ``eps``,
+``norm_first``, the FFN's activation, the embedding scale and RoPE's frequencies are read at every step, and the
+norms' and embeddings' weights are the model's own tensors. There is no hidden cache: ``generate`` builds a
+decoder per call by default, which is correct by construction. A caller who generates many times from an
+unchanged model can build one, own it and pass it in (``dec = LeanDecoder.build(model)``, then
+``generate(model, prompt, n, decoder=dec)``), which saves the copy (about a second for GPT-2 small's 500 MB).
+**Rebuild it after you change the model.** ``generate`` refuses a decoder whose model had a module or parameter
+replaced, moved or cast, or a parameter changed through its version counter (an optimizer step,
+``load_state_dict``, an in-place operation); it cannot see a write through ``p.data``, or an in-place write to a
+parameter made under ``torch.inference_mode``, which bump no counter.
 
 Not every model can take this path. :meth:`LeanDecoder.build` returns ``None``, and ``generate`` uses the
-modules, for a model in training mode, with forward hooks (they would not fire), with a block, attention,
-norm or FFN module of a type other than the library's own (a mixture of experts, a subclass), or with
-float16/bfloat16 weights (RoPE then needs the cos/sin form).
+modules, for a model in training mode, with forward hooks (they would not fire), with any submodule whose type
+is not exactly one the step knows (:data:`LEAN_MODULE_TYPES`: a subclassed or wrapped ``nn.Linear`` such as a
+LoRA adapter or a quantised layer, a parametrization, a mixture of experts) or whose ``forward`` was replaced on
+the instance, with parameters that are tensor subclasses or of mixed dtypes or devices, or with
+float16/bfloat16 weights (RoPE then needs the cos/sin form). :func:`refusal` says why; ``generate`` checks it on
+every call, also when it is given a decoder.
 """
 from __future__ import annotations
 
 import math
-import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules import module as _module_globals
+from torch.nn.modules import module as _torch_module
 
 from ._checks import trusted_inputs
-from .attention import _fused
+from .attention import fused_attention
 from .blocks import DecoderBlock
 from .feedforward import FeedForward, SwiGLU
+from .models import DecoderOnlyLM
 from .multihead import MultiHeadAttention
 from .norms import RMSNorm
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
-_NORMS = (nn.LayerNorm, RMSNorm)
+# Every module type the lean step knows, exactly (a subclass may compute something else, so it is refused).
+LEAN_MODULE_TYPES = frozenset({
+    DecoderOnlyLM, nn.ModuleList, DecoderBlock, MultiHeadAttention, FeedForward, SwiGLU, nn.Linear, nn.Embedding,
+    nn.LayerNorm, RMSNorm, nn.Identity, nn.Dropout, RotaryEmbedding, LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+})
+_FLOAT_TYPES = (torch.float32, torch.float64)
+_INITIAL_ROTATIONS = 256  # positions in RoPE's table when the builder gives no max_len; it grows on demand
 
 
-def _norm(module: nn.Module):
-    """A function (B, D) -> (B, D) that normalises each row with the module's weights."""
-    if type(module) is nn.Identity:
-        return lambda x: x
-    if type(module) is RMSNorm:
-        weight, inv_d = module.weight, 1.0 / module.d_model
-        eps = torch.full((1, 1, 1), module.eps, dtype=weight.dtype, device=weight.device)
+def _hooks_of(obj, names) -> bool | None:
+    """True if any of the hook dictionaries ``names`` of ``obj`` is non-empty, ``None`` if one is missing (a
+    PyTorch release that stores hooks elsewhere: then nobody can tell, and the caller takes the module path)."""
+    for name in names:
+        hooks = getattr(obj, name, None)
+        if hooks is None:
+            return None
+        if hooks:
+            return True
+    return False
 
-        def rms_norm(x):
-            # mean(x^2) + eps as one batched product eps + (x . x) / D: for one token per row this is the
-            # cheapest sum of squares PyTorch offers (a mean() reduction or F.rms_norm costs several times more).
-            row = x.unsqueeze(1)  # (B, D) -> (B, 1, D)
-            mean_square = torch.baddbmm(eps, row, row.mT, alpha=inv_d)  # (B, 1, 1)
-            return x * mean_square.rsqrt().view(-1, 1) * weight
-        return rms_norm
-    weight, bias, eps, shape = module.weight, module.bias, module.eps, module.normalized_shape
-    return lambda x: F.layer_norm(x, shape, weight, bias, eps)
+
+def refusal(model) -> str | None:
+    """Why ``model`` must run its decode steps through its modules, or ``None`` if the lean step computes
+    exactly what they compute. Checked over every submodule and parameter; costs well under a millisecond."""
+    if type(model) is not DecoderOnlyLM:
+        return f"the lean step serves a DecoderOnlyLM, got {type(model).__name__}"
+    if model.training:
+        return "the model is in training mode (dropout)"
+    global_hooks = _hooks_of(_torch_module, ("_global_forward_hooks", "_global_forward_pre_hooks"))
+    if global_hooks is not False:
+        return "global forward hooks are registered" if global_hooks else "this PyTorch hides its global hooks"
+    for name, module in model.named_modules():
+        if type(module) not in LEAN_MODULE_TYPES:  # also catches parametrizations: they change the class
+            return f"module {name or 'model'} is a {type(module).__name__}, not a type the lean step knows"
+        if "forward" in vars(module):  # model.forward = something: the modules no longer compute what we do
+            return f"module {name or 'model'} has its forward replaced on the instance"
+        hooks = _hooks_of(module, ("_forward_hooks", "_forward_pre_hooks"))
+        if hooks is not False:
+            return f"module {name or 'model'} has forward hooks" if hooks else "this PyTorch hides module hooks"
+    c = model.config
+    for i, block in enumerate(model.layers):
+        attn = block.self_attn
+        if block.cross_attn is not None or (attn.d_model, attn.n_heads, attn.n_kv_heads, attn.d_head) != \
+                (c.d_model, c.n_heads, c.n_kv_heads, c.d_head):
+            return f"layer {i}'s attention does not have the config's heads, or has cross-attention"
+    params = list(model.parameters())
+    if any(type(p) is not nn.Parameter for p in params):
+        return "a parameter is a tensor subclass"
+    if {p.dtype for p in params} - set(_FLOAT_TYPES) or len({(p.dtype, p.device) for p in params}) != 1:
+        return f"the parameters must all be float32 or all float64 on one device, got " \
+               f"{sorted({f'{p.dtype} on {p.device}' for p in params})}"
+    return None
 
 
 def _stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -78,7 +126,9 @@ def _stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
     2-core EPYC, one thread, it read a (768, 3072) matrix at about 20 GB/s against about 15 GB/s for
     ``F.linear`` on the (out, in) weight; decoding is reading weights, so the step is that much faster."""
     weight = torch.cat([lin.weight.t() for lin in linears], dim=1)  # (in, sum of outs), contiguous
-    bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
+    if all(lin.bias is None for lin in linears):
+        return weight, None
+    bias = torch.cat([lin.weight.new_zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears])
     return weight, bias
 
 
@@ -87,105 +137,144 @@ def _project(x: torch.Tensor, weight_in_out: torch.Tensor, bias: torch.Tensor | 
     return torch.mm(x, weight_in_out) if bias is None else torch.addmm(bias, x, weight_in_out)
 
 
-def _has_hooks(model: nn.Module) -> bool:
-    if _module_globals._global_forward_hooks or _module_globals._global_forward_pre_hooks:
-        return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+class _Norm:
+    """``norm`` (LayerNorm, RMSNorm or Identity) applied to (B, D) rows, reading the module's ``eps`` at every call
+    and its weight and bias through references to the module's own parameters (so in-place writes are seen)."""
+
+    def __init__(self, norm: nn.Module):
+        self.module, self.kind = norm, type(norm)
+        self.weight, self.bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
+        self.eps = self.eps_tensor = None  # RMSNorm's eps as a (1, 1, 1) tensor, remade when the module's changes
+        if self.kind is RMSNorm:
+            self.eps, self.eps_tensor = norm.eps, torch.full((1, 1, 1), norm.eps, dtype=self.weight.dtype,
+                                                             device=self.weight.device)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, D) -> (B, D), each row normalised."""
+        kind, norm = self.kind, self.module
+        if kind is RMSNorm:
+            # mean(x^2) + eps as one batched product eps + (x . x) / D: for one token per row this is the
+            # cheapest sum of squares PyTorch offers (a mean() reduction or F.rms_norm costs several times more).
+            # It computes in x's dtype, as RMSNorm.forward does for float32 and float64 (it upcasts only
+            # float16/bfloat16, which the lean step refuses).
+            if norm.eps != self.eps:
+                self.eps, self.eps_tensor = norm.eps, torch.full((1, 1, 1), norm.eps, dtype=x.dtype, device=x.device)
+            row = x.unsqueeze(1)  # (B, D) -> (B, 1, D)
+            mean_square = torch.baddbmm(self.eps_tensor, row, row.mT, alpha=1.0 / norm.d_model)  # (B, 1, 1)
+            return x * mean_square.rsqrt().view(-1, 1) * self.weight
+        if kind is nn.LayerNorm:
+            return F.layer_norm(x, norm.normalized_shape, self.weight, self.bias, norm.eps)
+        return x  # nn.Identity, the final "norm" of a Post-LN model
 
 
 class _Layer:
-    """The weights of one DecoderBlock, arranged for a decode step."""
+    """The projection matrices of one DecoderBlock, copied and arranged for a decode step; the norms (with their
+    ``eps``), ``norm_first`` and the activation are read from the block's modules at every step."""
 
     def __init__(self, block: DecoderBlock):
-        attn = block.self_attn
-        self.norm_first = block.norm_first
-        self.attn_norm, self.ffn_norm = _norm(block.attn_norm), _norm(block.ffn_norm)
+        self.block, self.ffn = block, block.ffn
+        self.attn_norm, self.ffn_norm = _Norm(block.attn_norm), _Norm(block.ffn_norm)
+        attn, ffn = block.self_attn, block.ffn
         self.qkv_weight, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)  # (D, (H + 2 H_kv) Dh)
         self.out_weight, self.out_bias = _stacked(attn.out_proj)
-        ffn = block.ffn
         self.swiglu = type(ffn) is SwiGLU
         if self.swiglu:
             self.up_weight, self.up_bias = _stacked(ffn.gate_proj, ffn.up_proj)  # (D, 2F): gate, then up
-            self.act = None
         else:
             self.up_weight, self.up_bias = _stacked(ffn.up_proj)
-            self.act = ffn.act
         self.down_weight, self.down_bias = _stacked(ffn.down_proj)  # (F, D)
 
     def feed_forward(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, D) -> (B, D): the block's FFN (SwiGLU, or the MLP with the activation its module names now)."""
         up = _project(h, self.up_weight, self.up_bias)
         if self.swiglu:
             gate, up = up.chunk(2, dim=-1)  # (B, 2F) -> 2 x (B, F)
             up = F.silu(gate) * up
         else:
-            up = self.act(up)
+            up = self.ffn.act(up)  # reads the module's activation now
         return _project(up, self.down_weight, self.down_bias)
-
-
-_PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (weights' versions, layers, head)
-
-
-def _prepared(model) -> tuple[list, torch.Tensor]:
-    """The layers' stacked (in, out) matrices and the (D, V) output head, built once per model and reused
-    by later ``generate`` calls while no parameter changed (same storage, same version counter: an
-    optimizer step or ``load_state_dict`` bumps it; and the same sum, for writes through ``p.data``, which
-    bump no counter; the sums read every weight once, about one decode step's time). Copying GPT-2 small's
-    500 MB of weights takes about a second on one thread, as long as 30 decode steps; the copies stay alive
-    as long as the model."""
-    with torch.no_grad():  # a write through ``p.data`` bumps no version counter: the sums catch it too
-        versions = tuple((p.data_ptr(), p._version, p.dtype, p.device, float(p.sum())) for p in model.parameters())
-    cached = _PREPARED.get(model)
-    if cached is not None and cached[0] == versions:
-        return cached[1], cached[2]
-    with torch.no_grad():
-        layers = [_Layer(block) for block in model.layers]
-        head = model.lm_head.weight.t().contiguous()  # (D, V): the largest matrix, in the faster layout
-    _PREPARED[model] = (versions, layers, head)
-    return layers, head
 
 
 class LeanDecoder:
     """The cached decode step of a :class:`~minitfm.models.DecoderOnlyLM`, without the module tree.
 
-    ``LeanDecoder.build(model, max_len)`` returns one, or ``None`` when the model needs its modules (see the
-    module docstring). ``decoder(tokens (B, 1), caches, key_mask=None) -> logits (B, V)`` appends the
-    token's keys and values to ``caches`` (from ``model.new_caches``, already holding P >= 1 tokens) exactly
-    as ``model(tokens, caches=caches, key_mask=key_mask)[:, -1]`` would. ``key_mask`` (B, P + 1) bool,
-    ``True`` = real token, hides left padding; every row must keep at least one visible key.
+    ``LeanDecoder.build(model, max_len=None)`` returns one, or ``None`` when the model needs its modules (see
+    the module docstring and :func:`refusal`). ``decoder(tokens (B, 1), caches, key_mask=None) -> logits
+    (B, V)`` appends the token's keys and values to ``caches`` (from ``model.new_caches``, already holding
+    P >= 1 tokens) exactly as ``model(tokens, caches=caches, key_mask=key_mask)[:, -1]`` would. ``key_mask``
+    (B, P + 1) bool, ``True`` = real token, hides left padding; every row must keep at least one visible key.
+
+    The decoder holds copies of the model's projection matrices, made at build time: rebuild it after you
+    change the model (:func:`~minitfm.generation.generate` refuses one whose parameters it can see changed,
+    :meth:`is_current`). Everything else is read from the modules at every step.
     """
 
-    def __init__(self, model, max_len: int):
+    def __init__(self, model: DecoderOnlyLM, max_len: int | None = None):
         c = model.config
         self.model = model
         self.n_heads, self.n_kv_heads, self.d_head, self.d_model = c.n_heads, c.n_kv_heads, c.d_head, c.d_model
         self.scale = 1.0 / math.sqrt(c.d_head)
-        self.layers, self.lm_head = _prepared(model)
-        self.final_norm = _norm(model.final_norm)
-        self.embed_scale = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
+        self._modules = list(model.modules())  # held, so that is_current compares the same objects
+        self._params = list(model.parameters())
+        self._fingerprint = self._weights_now()
+        with torch.no_grad():  # copies: no autograd history, whatever the caller's mode
+            self.layers = [_Layer(block) for block in model.layers]
+            self.lm_head = model.lm_head.weight.t().contiguous()  # (D, V): the largest matrix, in the faster layout
         self._no_bias = self.lm_head.new_zeros(1, 1, 1)  # baddbmm's (ignored, beta = 0) addend
-        self.additive_positions = model.pos_emb is not None
-        self.rotations = None
-        if model.rope is not None:  # every position's cos + i sin, once: (max_len, Dh/2) complex
-            positions = torch.arange(max_len, device=self.lm_head.device)
-            self.rotations = model.rope.complex_rotation(positions, self.lm_head.dtype)
+        self.final_norm, self.tok_emb, self.rope = _Norm(model.final_norm), model.tok_emb, model.rope
+        self._rotation_len = min(c.max_seq_len, _INITIAL_ROTATIONS) if max_len is None else max_len
+        self._inv_freq = self.rotations = None  # RoPE's table of rotations, and the frequencies it was made from
+        if model.rope is not None:
+            with torch.no_grad():
+                self.rotation_table(0)
 
     @classmethod
-    def build(cls, model, max_len: int) -> "LeanDecoder | None":
-        """A lean decoder for ``model`` and positions below ``max_len``, or ``None`` if it must use its modules."""
-        from .models import DecoderOnlyLM  # models imports blocks; import here to keep this module a leaf
+    def build(cls, model, max_len: int | None = None) -> "LeanDecoder | None":
+        """A lean decoder for ``model``, or ``None`` if it must use its modules (:func:`refusal` says why).
 
-        if type(model) is not DecoderOnlyLM or model.training or _has_hooks(model):
-            return None
-        if model.lm_head.weight.dtype not in (torch.float32, torch.float64):
-            return None
-        for block in model.layers:
-            if type(block) is not DecoderBlock or type(block.self_attn) is not MultiHeadAttention \
-                    or type(block.ffn) not in (FeedForward, SwiGLU) \
-                    or type(block.attn_norm) not in _NORMS or type(block.ffn_norm) not in _NORMS:
-                return None
-        if type(model.final_norm) not in _NORMS + (nn.Identity,):
+        ``max_len`` sizes RoPE's table of rotations (the positions a step can reach: ``generate`` passes the
+        prompt length plus the new tokens); without it the table starts small and grows when a step needs a
+        later position, so a decoder the caller keeps serves any length the model accepts."""
+        if refusal(model) is not None:
             return None
         return cls(model, max_len)
+
+    def _weights_now(self) -> list:
+        # The version counter is bumped by every in-place write except one through ``.data``; inference
+        # tensors have none. ``_version`` is read with a default so that a PyTorch without it still works.
+        return [(p.data_ptr(), p.dtype, p.device, None if p.is_inference() else getattr(p, "_version", None))
+                for p in self._params]
+
+    def is_current(self) -> bool:
+        """Whether the model still has the modules and parameters this decoder was built from, unchanged as far as
+        PyTorch can tell: the same objects, storage, dtype and device, and no in-place write that bumped a version
+        counter.
+        A write through ``p.data``, or an in-place write under ``torch.inference_mode``, is not seen."""
+        modules, params = list(self.model.modules()), list(self.model.parameters())
+        return (len(modules) == len(self._modules) and all(a is b for a, b in zip(modules, self._modules))
+                and len(params) == len(self._params) and all(a is b for a, b in zip(params, self._params))
+                and self._weights_now() == self._fingerprint)
+
+    def nbytes(self) -> int:
+        """Bytes of the matrices this decoder copied: the memory its speed costs, on top of the model's weights
+        (nearly all of them: every projection and the output head)."""
+        tensors = [self.lm_head] + [t for layer in self.layers for t in vars(layer).values()
+                                    if isinstance(t, torch.Tensor)]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def rotation_table(self, past: int) -> torch.Tensor:
+        """(N, Dh/2) complex rotations ``cos + i sin`` of positions 0 .. N - 1, N > ``past``: rebuilt when RoPE's
+        frequencies changed (setting ``rope.base`` or ``rope.scale`` replaces them) or a step needs a later
+        position than the table holds (it then doubles)."""
+        rope, table = self.rope, self.rotations
+        if table is None or rope.inv_freq is not self._inv_freq or past >= table.shape[0]:
+            if table is not None and past >= table.shape[0]:
+                self._rotation_len = max(past + 1, 2 * table.shape[0])
+            self._rotation_len = max(self._rotation_len, past + 1)
+            positions = torch.arange(self._rotation_len, device=self.lm_head.device)
+            self.rotations = rope.complex_rotation(positions, self.lm_head.dtype)
+            self._inv_freq = rope.inv_freq
+        return self.rotations
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, bias) -> torch.Tensor:
         """One query per row and head: q (B, H, 1, Dh), k and v (B, H_kv, T_k, Dh) -> (B, D), heads in order."""
@@ -193,7 +282,8 @@ class LeanDecoder:
         if mask is not None or bias is not None:  # padding or ALiBi: the library's fused path combines them
             if h_kv != h:
                 k, v = k.repeat_interleave(h // h_kv, dim=1), v.repeat_interleave(h // h_kv, dim=1)
-            return _fused(q, k, v, mask, bias, 0.0, self.scale).reshape(b, self.d_model)  # (B, H, 1, Dh) -> (B, D)
+            out = fused_attention(q, k, v, mask, bias, 0.0, self.scale)  # (B, H, 1, Dh)
+            return out.reshape(b, self.d_model)  # -> (B, D)
         # Batched matrix products over (B H_kv) groups of H / H_kv queries: the query heads that share a
         # key/value head (grouped-query attention) form one group, so k and v are never repeated. For one
         # query this is as cheap as PyTorch's fused kernel over a few keys, and clearly cheaper over hundreds.
@@ -204,23 +294,29 @@ class LeanDecoder:
         return out.reshape(b, self.d_model)  # -> (B, D): head j * H / H_kv + g is group j's query g
 
     def __call__(self, tokens: torch.Tensor, caches, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, 1) token ids -> (B, V) next-token logits, appending the token's keys and values to ``caches``."""
+        model = self.model
         b = tokens.shape[0]
         h, h_kv, d_head = self.n_heads, self.n_kv_heads, self.d_head
         past = caches[0].length
-        positions = None if key_mask is None else self.model._positions(key_mask, past, 1, b, tokens.device)
-        if self.additive_positions:
-            x = self.model.embed(tokens, torch.tensor([past], device=tokens.device) if positions is None else positions)
+        positions = None if key_mask is None else model.positions_from_mask(key_mask, past, 1, b, tokens.device)
+        if model.pos_emb is not None:  # additive positions: the model's own embed
+            x = model.embed(tokens, torch.tensor([past], device=tokens.device) if positions is None else positions)
             x = x.view(b, self.d_model)  # (B, 1, D) -> (B, D): one token per row from here on
         else:
-            x = F.embedding(tokens.view(b), self.model.tok_emb.weight) * self.embed_scale  # (B, 1) -> (B, D)
+            x = F.embedding(tokens.view(b), self.tok_emb.weight)  # (B, 1) -> (B, D)
+            if model.config.scale_embeddings:
+                x = x * math.sqrt(self.d_model)
         rotation = None
-        if self.rotations is not None:  # (Dh/2,) for one shared position, (B, 1, 1, Dh/2) per row
-            rotation = self.rotations[past] if positions is None else self.rotations[positions][:, None]
+        if self.rope is not None:  # (Dh/2,) for one shared position, (B, 1, 1, Dh/2) per row
+            table = self.rotation_table(past)
+            rotation = table[past] if positions is None else table[positions][:, None]
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, P + 1) -> (B, 1, 1, P + 1)
-        bias = self.model.alibi(1, past + 1)  # (1, H, 1, P + 1) or None
+        bias = model.alibi(1, past + 1)  # (1, H, 1, P + 1) or None
         with trusted_inputs():  # the caches' update skips its checks: k and v are built here
             for layer, cache in zip(self.layers, caches):
-                attn_in = layer.attn_norm(x) if layer.norm_first else x
+                norm_first = layer.block.norm_first
+                attn_in = layer.attn_norm(x) if norm_first else x
                 qkv = _project(attn_in, layer.qkv_weight, layer.qkv_bias).view(b, h + 2 * h_kv, 1, d_head)
                 qk, v = qkv.split((h + h_kv, h_kv), dim=1)  # (B, H + H_kv, 1, Dh), (B, H_kv, 1, Dh)
                 if rotation is not None:  # rotate q and k together: pairs as complex numbers times cos + i sin
@@ -229,8 +325,8 @@ class LeanDecoder:
                 q, k = qk.split((h, h_kv), dim=1)
                 k, v = cache.self_attn.update(k, v)  # (B, H_kv, P + 1, Dh)
                 out = _project(self.attend(q, k, v, mask, bias), layer.out_weight, layer.out_bias)  # (B, D)
-                x = x + out if layer.norm_first else layer.attn_norm(x + out)
-                ffn_in = layer.ffn_norm(x) if layer.norm_first else x
+                x = x + out if norm_first else layer.attn_norm(x + out)
+                ffn_in = layer.ffn_norm(x) if norm_first else x
                 out = layer.feed_forward(ffn_in)
-                x = x + out if layer.norm_first else layer.ffn_norm(x + out)
+                x = x + out if norm_first else layer.ffn_norm(x + out)
         return torch.mm(self.final_norm(x), self.lm_head)  # (B, D) @ (D, V) -> (B, V)

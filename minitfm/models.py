@@ -155,7 +155,11 @@ class DecoderOnlyLM(_Transformer):
         return [LayerCache(self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device))
                 for _ in self.layers]
 
-    def _positions(self, key_mask, past: int, t: int, batch: int, device) -> torch.Tensor:
+    def positions_from_mask(self, key_mask: torch.Tensor | None, past: int, t: int, batch: int,
+                            device) -> torch.Tensor:
+        """The positions of ``t`` new tokens after ``past`` cached ones: ``past + arange(t)`` (T,) without a
+        ``key_mask``, else (B, T) each token's index among its row's real tokens (``cumsum(key_mask) - 1``), so
+        left padding does not shift them. ``key_mask`` (B, P + T) bool, ``True`` = real token, is checked."""
         if key_mask is None:
             return torch.arange(past, past + t, device=device)  # (T,)
         check_tensor(key_mask, "key_mask", ndim=2)
@@ -170,7 +174,7 @@ class DecoderOnlyLM(_Transformer):
         past = self._check_caches(caches, len(self.layers), cross=False)
         self.check_tokens(tokens, "tokens", past)
         b, t = tokens.shape
-        auto_positions = self._positions(key_mask, past, t, b, tokens.device)
+        auto_positions = self.positions_from_mask(key_mask, past, t, b, tokens.device)
         positions = auto_positions if positions is None else positions
         mask = None  # one new token after a cache sees every key: a decode step needs no mask
         if t > 1 or key_mask is not None:

@@ -29,9 +29,10 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_module_input(x, "x", self, self.d_model)
-        # Compute the statistic in float32 so fp16/bf16 inputs do not overflow when squared.
-        x32 = x.float()
-        normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        # Compute the statistic in float32 so fp16/bf16 inputs do not overflow when squared; float32 and
+        # float64 stay in their own precision (as torch.nn.RMSNorm and the lean decode step compute).
+        wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        normed = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         return normed.to(x.dtype) * self.weight
 
 

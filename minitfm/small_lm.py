@@ -6,14 +6,14 @@ Chapters 8 and 9 generate from this model. One recipe, used by ``benchmarks/trai
 notebook that trains it: :func:`small_lm_config` (``ModelConfig.small_lm`` with the corpus vocabulary),
 :func:`small_lm_train_config`, :func:`lm_batches` and :func:`train_small_lm`; :func:`load_small_lm`
 loads the trained checkpoint that ships in ``minitfm/assets`` (training takes over a minute of CPU). Then
-:func:`perplexity_and_loss` scores held-out sentences and :func:`sample_texts` generates sentences whose
-validity :func:`minitfm.corpus.validity` measures.
+:func:`perplexity_and_loss` scores held-out sentences (``ppl, loss = perplexity_and_loss(model, sentences)``)
+and :func:`sample_texts` generates sentences whose validity :func:`minitfm.corpus.validity` measures.
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import torch
 
@@ -33,7 +33,7 @@ CHECKPOINT = Path(__file__).parent / "assets" / "small_lm.pt"  # written by benc
 
 def small_lm_config(tokenizer: WordTokenizer | None = None, **overrides) -> ModelConfig:
     """``ModelConfig.small_lm`` sized to the corpus vocabulary (ids 0, 1, 2 = pad, bos, eos)."""
-    tokenizer = tokenizer or make_tokenizer()
+    tokenizer = make_tokenizer() if tokenizer is None else tokenizer
     return ModelConfig.small_lm(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
                                 bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, **overrides)
 
@@ -79,7 +79,8 @@ def load_small_lm(path: str | Path = CHECKPOINT) -> DecoderOnlyLM:
     """The trained small LM that ships with the project (eval mode, on the CPU).
 
     It was made by ``python benchmarks/train_lm.py --threads 1 --save minitfm/assets/small_lm.pt``
-    (seed 0, :func:`small_lm_train_config`); :func:`train_small_lm` reproduces it.
+    (seed 0, :func:`small_lm_train_config`); :func:`train_small_lm` reproduces the recipe (bit for bit only on
+    the same CPU and thread count).
     """
     path = Path(path)
     if not path.exists():
@@ -91,22 +92,62 @@ def load_small_lm(path: str | Path = CHECKPOINT) -> DecoderOnlyLM:
     return model
 
 
-@torch.no_grad()
-def perplexity_and_loss(model: DecoderOnlyLM, sentences: Sequence[str], batch_size: int = 256) -> tuple[float, float]:
-    """Mean per-token cross-entropy (nats) of ``sentences`` (packed like the training rows) and its
-    exponential, the perplexity."""
-    tokenizer = make_tokenizer()
+class PerplexityAndLoss(NamedTuple):
+    """What :func:`perplexity_and_loss` returns, in the order of its name: ``ppl, loss = ...`` or ``.loss``."""
+
+    perplexity: float  # exp(loss)
+    loss: float  # mean cross-entropy per predicted token, in nats
+
+
+def _check_tokenizer_fits(model: DecoderOnlyLM, tokenizer: WordTokenizer) -> None:
+    """Refuse a tokenizer whose vocabulary size or special ids differ from the model's config (a silently
+    wrong score, or an index error deep inside the embedding, otherwise)."""
+    c = model.config
+    if c.vocab_size != tokenizer.vocab_size:
+        raise ValueError(f"the tokenizer does not fit the model: the model's vocab_size is {c.vocab_size}, the "
+                         f"tokenizer has {tokenizer.vocab_size} tokens; pass the tokenizer the model was trained with")
+    for name in ("pad_id", "bos_id", "eos_id"):
+        ours, theirs = getattr(c, name), getattr(tokenizer, name)
+        if ours is not None and ours != theirs:
+            raise ValueError(f"the tokenizer does not fit the model: the model's {name} is {ours}, the "
+                             f"tokenizer's is {theirs}")
+
+
+def perplexity_and_loss(model: DecoderOnlyLM, sentences: Sequence[str], batch_size: int = 256, *,
+                        tokenizer: WordTokenizer | None = None) -> PerplexityAndLoss:
+    """The perplexity and the mean per-token cross-entropy (nats) of ``sentences``, packed like the training
+    rows (:func:`~minitfm.corpus.lm_stream_rows`); the perplexity is the exponential of the loss.
+
+    Every predicted token counts once, whatever ``batch_size`` (which only bounds memory). ``tokenizer``
+    defaults to the corpus tokenizer (:func:`~minitfm.corpus.make_tokenizer`); one whose vocabulary or special
+    ids do not match the model's config raises ``ValueError``. The model is scored in eval mode and left in
+    the mode it was in.
+    """
+    if not isinstance(model, DecoderOnlyLM):
+        raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
+    check_positive_int(batch_size, "batch_size")
+    tokenizer = make_tokenizer() if tokenizer is None else tokenizer
+    _check_tokenizer_fits(model, tokenizer)
     rows = lm_stream_rows(list(sentences), tokenizer, ROW_LEN)
+    was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        logits = model(batch[:, :-1])  # (B, T - 1, V)
-        n = int((batch[:, 1:] != tokenizer.pad_id).sum())
-        total += label_smoothed_cross_entropy(logits, batch[:, 1:], 0.0, ignore_index=tokenizer.pad_id).item() * n
-        count += n
+    try:
+        with torch.no_grad():
+            for start in range(0, len(rows), batch_size):
+                batch = rows[start:start + batch_size]
+                logits = model(batch[:, :-1])  # (B, T - 1, V)
+                n = int((batch[:, 1:] != tokenizer.pad_id).sum())
+                if n:  # a batch's mean, weighted by its tokens: every token counts once
+                    loss = label_smoothed_cross_entropy(logits, batch[:, 1:], 0.0, ignore_index=tokenizer.pad_id)
+                    total += loss.item() * n
+                    count += n
+    finally:
+        model.train(was_training)
+    if count == 0:
+        raise ValueError("the sentences hold no token to predict")
     loss = total / count
-    return loss, math.exp(loss)
+    return PerplexityAndLoss(math.exp(loss), loss)
 
 
 def sample_texts(model: DecoderOnlyLM, n: int, max_new_tokens: int = ROW_LEN, *, prompts: Sequence[str] | None = None,

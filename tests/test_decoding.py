@@ -4,6 +4,7 @@ import torch
 from minitfm.config import ModelConfig
 from minitfm.data import CopyTask, pad_sequences
 from minitfm.decoding import evaluate, exact_match, greedy_decode, token_accuracy
+from minitfm.generation import generate
 from minitfm.models import DecoderOnlyLM, EncoderDecoder
 from minitfm.training import TrainConfig, set_seed, train
 
@@ -40,14 +41,56 @@ def test_decoder_only_greedy_with_left_padded_prompts(pos):
         assert torch.equal(cached[i, :alone.shape[1]], alone[0])
 
 
-def test_rows_stop_at_eos_and_are_padded_after():
-    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=13)).eval()
+@pytest.mark.parametrize("pad_id", [0, None])
+def test_rows_stop_at_eos_and_are_padded_after(pad_id):
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=13, pad_id=pad_id)).eval()
     with torch.no_grad():
         model.lm_head.weight = torch.nn.Parameter(torch.zeros(13, 16))  # untie: logits from the bias trick below
         model.lm_head.bias = torch.nn.Parameter(torch.zeros(13))
         model.lm_head.bias[2] = 1.0  # EOS always wins
     out = greedy_decode(model, torch.tensor([[5, 6], [7, 8]]), 6)
     assert out.tolist() == [[2], [2]]  # every row finished after one step: decoding stopped
+
+
+@pytest.mark.parametrize("pad_id", [0, None])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoder_only_greedy_decode_equals_generate(pad_id, use_cache):
+    # issue 33: with pad_id=None (every loaded checkpoint) greedy_decode used to crash in its own second loop
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=13, pad_id=pad_id, pos="rope")).eval()
+    prompt = torch.randint(3, 13, (2, 4), generator=torch.Generator().manual_seed(0))
+    out = greedy_decode(model, prompt, 8, use_cache=use_cache)
+    assert out.shape[0] == 2 and 1 <= out.shape[1] <= 8
+    assert torch.equal(out, generate(model, prompt, 8, use_cache=False).new_tokens)
+    assert not model.training
+
+
+@pytest.mark.parametrize("pad_id", [0, None])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_decode_fills_rows_that_finished_and_stops_when_all_have(pad_id, use_cache):
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=13, pad_id=pad_id)).eval()
+    script = torch.tensor([[5, 6], [2, 6], [7, 2], [7, 7]])  # step x row: row 0 ends at step 2, row 1 at 3
+    calls = []
+
+    def scripted(tokens, **kwargs):  # (B, T) -> (B, T, V) whose last position picks the script's token
+        calls.append(tokens.shape[1])
+        logits = torch.nn.functional.one_hot(script[len(calls) - 1], 13).float()  # (B, V)
+        return logits[:, None].expand(-1, tokens.shape[1], -1)
+
+    model.forward = scripted  # the lean decode step steps aside for a replaced forward
+    out = greedy_decode(model, torch.tensor([[1, 5], [1, 6]]), 4, use_cache=use_cache)
+    fill = 2 if pad_id is None else pad_id  # a model without a padding token fills with eos
+    assert out.tolist() == [[5, 2, fill], [6, 6, 2]]  # row 0's third token (7) was replaced by the fill
+    assert len(calls) == 3  # no fourth step once every row had produced EOS
+
+
+def test_encoder_decoder_greedy_may_use_every_position():
+    # the decoder reads BOS and N - 1 generated tokens: N = max_seq_len fits (the budget greedy_decode checks)
+    torch.manual_seed(0)
+    model = EncoderDecoder(ModelConfig.tiny(vocab_size=13, max_seq_len=8, pos="learned")).eval()
+    src = torch.tensor([[5, 6, 7]])
+    out = greedy_decode(model, src, 8)
+    assert out.shape[1] <= 8 and torch.equal(out, greedy_decode(model, src, 8, use_cache=False))
 
 
 def test_greedy_decode_rejects_bad_arguments():
@@ -73,18 +116,3 @@ def test_greedy_decode_names_the_expected_input_rank(model_cls):
     model = model_cls(ModelConfig.tiny(vocab_size=13))
     with pytest.raises(ValueError, match=r"inputs must have 2 dimensions, got 1 with shape \(3,\)"):
         greedy_decode(model, torch.tensor([3, 4, 5]), 2)  # one unbatched prompt: needs prompt[None]
-
-
-def test_greedy_loop_pads_rows_that_finished_and_stops_when_all_have():
-    from minitfm.decoding import _greedy_loop
-
-    script = torch.tensor([[5, 6], [2, 6], [7, 2], [7, 7]])  # step x row: row 0 ends at step 2, row 1 at 3
-    calls = []
-
-    def step(tokens):
-        calls.append(tokens.shape[1])
-        return torch.nn.functional.one_hot(script[len(calls) - 1], 13).float()  # (B, V)
-
-    out = _greedy_loop(step, torch.ones(2, 1, dtype=torch.long), 4, eos_id=2, pad_id=0)
-    assert out.tolist() == [[5, 2, 0], [6, 6, 2]]  # row 0's third token (7) was replaced by padding
-    assert calls == [1, 2, 3]  # no fourth step once every row had produced EOS

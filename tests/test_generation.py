@@ -33,10 +33,12 @@ def never_eos(tokens, logits):
 @pytest.mark.parametrize("pos", POSITIONS)
 @pytest.mark.parametrize("norm_first", [True, False])
 @pytest.mark.parametrize("n_kv_heads", [None, 1])
-def test_decoder_only_cached_equals_uncached(pos, norm_first, n_kv_heads):
-    model = lm(pos=pos, norm_first=norm_first, n_kv_heads=n_kv_heads)
+@pytest.mark.parametrize("pad_id", [PAD, None])
+def test_decoder_only_cached_equals_uncached(pos, norm_first, n_kv_heads, pad_id):
+    model = lm(pos=pos, norm_first=norm_first, n_kv_heads=n_kv_heads, pad_id=pad_id)
     prompt = padded_prompt()
-    kwargs = dict(processors=[never_eos], return_logits=True)
+    # a model without a padding token (pad_id=None, as every loaded checkpoint) learns of the padding from a mask
+    kwargs = dict(processors=[never_eos], return_logits=True, prompt_mask=None if pad_id == PAD else prompt != PAD)
     ref = generate(model, prompt, 12, use_cache=False, **kwargs)
     assert ref.new_tokens.shape == (2, 12)
     for cache_cls in (KVCache, ConcatKVCache):
@@ -79,8 +81,11 @@ def test_greedy_is_the_argmax_of_the_logits():
     assert len(out.step_times) == 6 and all(t > 0 for t in out.step_times)
 
 
-def test_rows_stop_at_eos_independently():
-    model = lm()
+@pytest.mark.parametrize("pad_id", [PAD, None])
+def test_rows_stop_at_eos_independently(pad_id):
+    model = lm(pad_id=pad_id)
+    fill = EOS if pad_id is None else PAD  # what a stopped row holds: pad, or eos for a model without pad
+    mask = None if pad_id == PAD else padded_prompt() != PAD
 
     def eos_for_row0_at_step2(tokens, logits):
         logits = never_eos(tokens, logits)
@@ -88,15 +93,15 @@ def test_rows_stop_at_eos_independently():
             logits[0, EOS] = 1e4  # logits is a fresh tensor here: never_eos returned a copy
         return logits
 
-    out = generate(model, padded_prompt(), 6, processors=[eos_for_row0_at_step2])
-    assert out.new_tokens[0, 2] == EOS and (out.new_tokens[0, 3:] == PAD).all()
+    out = generate(model, padded_prompt(), 6, processors=[eos_for_row0_at_step2], prompt_mask=mask)
+    assert out.new_tokens[0, 2] == EOS and (out.new_tokens[0, 3:] == fill).all()
     assert (out.new_tokens[1] != EOS).all() and (out.new_tokens[1] != PAD).all()
     assert out.finished.tolist() == [True, False]
 
     def always_eos(tokens, logits):
         return torch.full_like(logits, -1e4).index_fill(-1, torch.tensor([EOS]), 0.0)
 
-    out = generate(model, padded_prompt(), 6, processors=[always_eos])
+    out = generate(model, padded_prompt(), 6, processors=[always_eos], prompt_mask=mask)
     assert out.new_tokens.shape == (2, 1) and out.finished.all()  # the loop ends when every row stopped
 
 
@@ -304,10 +309,11 @@ def test_bad_input_raises():
 
 @pytest.mark.parametrize("pos", POSITIONS)
 @pytest.mark.parametrize("n_kv_heads", [None, 1])
-def test_unpadded_prompts_take_the_maskless_decode_step_and_match_recompute(pos, n_kv_heads):
+@pytest.mark.parametrize("pad_id", [PAD, None])
+def test_unpadded_prompts_take_the_maskless_decode_step_and_match_recompute(pos, n_kv_heads, pad_id):
     # Without padding, generate passes no key mask and each cached step has one query, so the model uses
     # no mask at all and fused attention: the result must still be what recomputing the prefix gives.
-    model = lm(pos=pos, n_kv_heads=n_kv_heads)
+    model = lm(pos=pos, n_kv_heads=n_kv_heads, pad_id=pad_id)
     prompt = torch.tensor([[1, 5, 6, 7], [1, 8, 3, 9]])
     kwargs = dict(processors=[never_eos], return_logits=True)
     ref = generate(model, prompt, 10, use_cache=False, **kwargs)

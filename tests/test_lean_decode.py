@@ -1,10 +1,14 @@
 import itertools
+import types
 from collections import Counter
 
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 from torch.utils._python_dispatch import TorchDispatchMode
+
+import minitfm.lean_decode
 
 from minitfm.cache import ConcatKVCache, KVCache
 from minitfm.config import ModelConfig
@@ -12,6 +16,7 @@ from minitfm.generation import generate
 from minitfm.lean_decode import LeanDecoder
 from minitfm.models import DecoderOnlyLM, EncoderDecoder
 from minitfm.moe import MoEFeedForward
+from minitfm.norms import RMSNorm
 from minitfm.small_lm import small_lm_config
 
 PAD = 0
@@ -68,8 +73,17 @@ def test_lean_step_with_biases_untied_embeddings_and_float64():
     model = lm(dtype=torch.float64, bias=True, tie_embeddings=False, pos="rope", norm="rms")
     ref, got = module_and_lean_steps(model, torch.tensor([[1, 5, 6, 7]]), 4)
     assert got.dtype == torch.float64
-    # the modules' RMSNorm squares in float32 even for float64 inputs; the lean step stays in float64
-    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    # both stay in float64 (RMSNorm upcasts only float16/bfloat16): they agree far below float32's rounding
+    torch.testing.assert_close(got, ref, atol=1e-12, rtol=1e-12)
+
+
+def test_rms_norm_upcasts_only_half_types():
+    x = torch.randn(3, 8, dtype=torch.float64) * 1e3
+    norm = RMSNorm(8).double()
+    exact = x / (x.pow(2).mean(-1, keepdim=True) + norm.eps).sqrt()
+    torch.testing.assert_close(norm(x), exact, atol=1e-14, rtol=1e-14)  # float32 arithmetic is ~1e-7 off
+    half = torch.full((1, 8), 300.0, dtype=torch.float16)  # 300^2 overflows float16: squared in float32
+    assert torch.isfinite(RMSNorm(8).half()(half)).all()
 
 
 def test_lean_step_with_rope_position_interpolation():
@@ -231,3 +245,208 @@ def test_prepared_matrices_follow_a_write_through_data():
     cached = generate(model, prompt, 10, eos_id=-1).tokens
     assert torch.equal(cached, generate(model, prompt, 10, eos_id=-1, use_cache=False).tokens)
     assert not torch.equal(cached, before)
+
+
+# ---- the lean step never computes something other than the modules (issue 33, review findings #1, #2, #13) ----
+PROMPT = torch.tensor([[1, 5, 6, 7]])
+
+
+def cached_and_plain(model, n=6, **kwargs):
+    """generate's logits with the cache (the lean step where it may) and without (the modules, every step)."""
+    cached = generate(model, PROMPT, n, eos_id=-1, return_logits=True, **kwargs).logits
+    plain = generate(model, PROMPT, n, eos_id=-1, return_logits=True, use_cache=False).logits
+    return cached, plain
+
+
+class LoRALinear(nn.Module):
+    """A LoRA adapter as peft builds one: the base nn.Linear plus a low-rank update x A^T B^T, with B non-zero
+    (a trained adapter), exposing the base layer's weight and bias."""
+
+    def __init__(self, base: nn.Linear, rank: int = 2):
+        super().__init__()
+        self.base_layer = base
+        generator = torch.Generator().manual_seed(1)
+        self.lora_A = nn.Parameter(torch.randn(rank, base.in_features, generator=generator) * 0.5)
+        self.lora_B = nn.Parameter(torch.randn(base.out_features, rank, generator=generator) * 0.5)
+
+    @property
+    def weight(self):
+        return self.base_layer.weight
+
+    @property
+    def bias(self):
+        return self.base_layer.bias
+
+    def forward(self, x):
+        return self.base_layer(x) + x @ self.lora_A.t() @ self.lora_B.t()
+
+
+class ScaledLinear(nn.Linear):
+    """An nn.Linear subclass with another forward (as a quantised or instrumented layer would have)."""
+
+    def forward(self, x):
+        return 2.0 * super().forward(x) + 0.1
+
+
+class Doubled(nn.Module):
+    def forward(self, weight):
+        return 2.0 * weight
+
+
+def swap_in(model, kind):
+    attn = model.layers[0].self_attn
+    if kind == "LoRA on v_proj":
+        attn.v_proj = LoRALinear(attn.v_proj)
+    elif kind == "nn.Linear subclass":
+        scaled = ScaledLinear(attn.q_proj.in_features, attn.q_proj.out_features)
+        scaled.load_state_dict(attn.q_proj.state_dict())
+        attn.q_proj = scaled
+    else:
+        parametrize.register_parametrization(attn.out_proj, "weight", Doubled())
+
+
+@pytest.mark.parametrize("kind", ["LoRA on v_proj", "nn.Linear subclass", "parametrization"])
+def test_a_module_the_lean_step_does_not_know_exactly_takes_the_module_path(kind):
+    model = lm(pos="rope")
+    generate(model, PROMPT, 4, eos_id=-1)  # before the swap: whatever a first call prepares
+    swap_in(model, kind)
+    cached, plain = cached_and_plain(model)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+    assert LeanDecoder.build(model, 16) is None
+    assert "not a type the lean step knows" in minitfm.lean_decode.refusal(model)
+
+
+@pytest.mark.parametrize("write", ["row swap", "flip"])
+def test_a_write_through_data_that_keeps_the_sum_is_seen(write):
+    model = lm(pos="rope")
+    weight = model.layers[0].ffn.up_proj.weight
+    weight.data.copy_((weight.data * 64).round() / 64)  # multiples of 1/64: every float32 sum of them is exact
+    before = generate(model, PROMPT, 6, eos_id=-1, return_logits=True).logits  # a first call
+    total = weight.sum().item()
+    if write == "row swap":  # the permutation chapter 13 applies to RoPE's weights
+        weight.data[[0, 1]] = weight.data[[1, 0]]
+    else:
+        weight.data.copy_(weight.data.flip(0))
+    assert weight.sum().item() == total  # the same sum, bit for bit
+    cached, plain = cached_and_plain(model)
+    assert not torch.allclose(plain, before, atol=1e-3)  # the write matters
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_flipping_norm_first_after_a_generate_is_seen():
+    model = lm(norm="rms")
+    generate(model, PROMPT, 6, eos_id=-1)
+    model.layers[1].norm_first = not model.layers[1].norm_first
+    cached, plain = cached_and_plain(model)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+def test_changing_a_norms_eps_after_a_generate_is_seen(norm):
+    model = lm(norm=norm)
+    before = generate(model, PROMPT, 6, eos_id=-1, return_logits=True).logits
+    model.layers[0].attn_norm.eps = 2.0  # Llama uses 1e-5 or 1e-6; a large change shows plainly
+    model.final_norm.eps = 2.0
+    cached, plain = cached_and_plain(model)
+    assert not torch.allclose(plain, before, atol=1e-3)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_a_model_built_under_inference_mode_generates():
+    with torch.inference_mode():
+        model = lm(pos="rope")
+    cached, plain = cached_and_plain(model)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+    decoder = LeanDecoder.build(model)
+    assert decoder is not None and decoder.is_current()
+
+
+class CountBuilds:
+    def __init__(self, monkeypatch):
+        self.builds = 0
+        original = LeanDecoder.__init__
+
+        def counted(decoder, *args, **kwargs):
+            self.builds += 1
+            original(decoder, *args, **kwargs)
+        monkeypatch.setattr(LeanDecoder, "__init__", counted)
+
+
+def test_a_caller_owned_decoder_is_reused(monkeypatch):
+    counter, calls = CountBuilds(monkeypatch), CountLeanCalls(monkeypatch)
+    model = lm(pos="rope")
+    generate(model, PROMPT, 5, eos_id=-1)
+    generate(model, PROMPT, 5, eos_id=-1)
+    assert counter.builds == 2  # without a decoder, one per call: nothing kept between calls
+    decoder = LeanDecoder.build(model)
+    assert counter.builds == 3
+    first = generate(model, PROMPT, 5, eos_id=-1, return_logits=True, decoder=decoder).logits
+    second = generate(model, PROMPT, 5, eos_id=-1, return_logits=True, decoder=decoder).logits
+    assert counter.builds == 3  # the caller's decoder served both calls
+    assert calls.calls == 4 * 4  # and took every decode step of the four calls
+    plain = generate(model, PROMPT, 5, eos_id=-1, return_logits=True, use_cache=False).logits
+    torch.testing.assert_close(first, plain, atol=1e-5, rtol=1e-5)
+    assert torch.equal(first, second)
+
+
+def test_generate_refuses_a_decoder_it_can_see_is_stale_or_foreign():
+    model = lm()
+    decoder = LeanDecoder.build(model)
+    with pytest.raises(ValueError, match="another model"):
+        generate(lm(), PROMPT, 3, decoder=decoder)
+    with pytest.raises(ValueError, match="needs use_cache=True"):
+        generate(model, PROMPT, 3, decoder=decoder, use_cache=False)
+    with pytest.raises(TypeError, match="decoder must be a LeanDecoder"):
+        generate(model, PROMPT, 3, decoder="lean")
+    with torch.no_grad():
+        model.layers[0].ffn.down_proj.weight.mul_(2.0)  # an in-place write: an optimizer step does the same
+    assert not decoder.is_current()
+    with pytest.raises(ValueError, match="rebuild it with LeanDecoder.build"):
+        generate(model, PROMPT, 3, decoder=decoder)
+    decoder = LeanDecoder.build(model)
+    swap_in(model, "LoRA on v_proj")  # new parameters: the copied matrices no longer describe the model
+    with pytest.raises(ValueError, match="rebuild it"):
+        generate(model, PROMPT, 3, decoder=decoder)
+
+
+def test_a_caller_owned_decoder_steps_aside_for_hooks(monkeypatch):
+    calls = CountLeanCalls(monkeypatch)
+    model = lm()
+    decoder = LeanDecoder.build(model)
+    handle = model.layers[0].ffn.register_forward_hook(lambda module, args, out: None)
+    hooked = generate(model, PROMPT, 5, eos_id=-1, decoder=decoder).tokens
+    handle.remove()
+    assert calls.calls == 0
+    assert torch.equal(hooked, generate(model, PROMPT, 5, eos_id=-1, use_cache=False).tokens)
+
+
+def test_a_caller_owned_decoder_reaches_every_position_and_follows_ropes_frequencies():
+    model = lm(pos="rope", max_seq_len=64)
+    decoder = LeanDecoder.build(model, max_len=4)  # a table of 4 positions: it must grow
+    cached, plain = cached_and_plain(model, n=50, decoder=decoder)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+    model.rope.scale = 2.0  # position interpolation on the same weights: new frequencies
+    cached, plain = cached_and_plain(model, n=20, decoder=decoder)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_a_torch_that_hides_its_hook_registries_degrades_to_the_module_path(monkeypatch):
+    # torch's global hook dictionaries are private; if a release moves them, the lean step cannot know
+    # whether hooks are registered, so it steps aside instead of raising AttributeError
+    monkeypatch.setattr(minitfm.lean_decode, "_torch_module", types.SimpleNamespace())
+    model = lm()
+    assert LeanDecoder.build(model) is None
+    assert "hides" in minitfm.lean_decode.refusal(model)
+    cached, plain = cached_and_plain(model)
+    torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_the_lean_step_uses_public_library_names():
+    import inspect
+
+    from minitfm.attention import fused_attention
+    from minitfm.models import DecoderOnlyLM as Model
+
+    source = inspect.getsource(minitfm.lean_decode)
+    assert "._fused" not in source and "._positions" not in source and "_float32_inv_freq" not in source
+    assert fused_attention.__doc__ and Model.positions_from_mask.__doc__
