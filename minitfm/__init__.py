@@ -27,6 +27,8 @@ Chapter                               Modules
 11 Beyond the basic block             ``vision``, ``windows``, ``channel_attention``, ``moe``
 12 Beyond one machine                 ``tiled_attention``, ``distributed``, ``scale``, ``activations``
 13 Your code runs GPT-2               ``pretrained``, ``checkpoint_files``, ``bpe_tokenizer``
+14 Measuring a language model        ``evaluation`` (bits per byte, multiple choice, pass@k, intervals,
+                                      paired tests, sample sizes, contamination; its chapter is to come)
 every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``diagrams``, ``plotting``,
                                       ``explorers``, ``static_explorers``, ``explorer_data``
 ====================================  ==============================================================

@@ -1,0 +1,42 @@
+"""Measuring a language model: the numbers an evaluation reports, and how sure they are.
+
+One concept per module, each checked in ``tests/evaluation`` against a trusted reference (lm-eval's definitions,
+Chen et al.'s estimator, ``scipy.stats``):
+
+===========================  ==================================================================================
+Module                       What it measures
+===========================  ==================================================================================
+``perplexity``               bits per byte (loss per UTF-8 byte, comparable across tokenizers) beside per-token
+                             perplexity (``model_bits_per_byte``)
+``multiple_choice``          log-likelihood scoring of choices: sum, per token, per character, per byte (lm-eval
+                             ``acc``, ``acc_norm``, ``acc_bytes``)
+``generative``               generated answers: exact match, and Chen et al.'s unbiased pass@k
+``intervals``                Wilson interval for an accuracy, bootstrap interval (percentile, BCa) for anything
+``paired``                   two models on the same items: paired bootstrap, McNemar's exact and chi-square tests
+``sample_size``              items needed to detect a difference (independent or paired)
+``contamination``            word n-gram overlap between training text and test items (13-word grams by
+                             default, as in GPT-3's training-set filter)
+===========================  ==================================================================================
+
+Only the standard library, numpy and torch are imported (no scipy), so ``import minitfm.evaluation`` stays light.
+Every function that draws random numbers takes ``rng`` (a ``numpy.random.Generator`` or an int seed) and has no
+default, so each result can be repeated.
+"""
+from .perplexity import BitsPerByte, bits_per_byte, model_bits_per_byte, next_token_log_probs, utf8_length
+from .contamination import Overlap, ngram_overlap, normalized_words, word_ngrams
+from .intervals import bootstrap_distribution, bootstrap_interval, wilson_interval
+from .multiple_choice import (ChoiceScores, choice_scores, continuation_log_probs, multiple_choice_metrics,
+                              score_choices)
+from .paired import McNemar, PairedBootstrap, discordant_counts, mcnemar_chi2, mcnemar_exact, paired_bootstrap
+from .generative import exact_match, mean_pass_at_k, naive_pass_at_k, pass_at_k
+from .sample_size import items_for_paired, items_for_two_proportions
+
+__all__ = [
+    "BitsPerByte", "bits_per_byte", "model_bits_per_byte", "next_token_log_probs", "utf8_length",
+    "ChoiceScores", "choice_scores", "continuation_log_probs", "multiple_choice_metrics", "score_choices",
+    "exact_match", "pass_at_k", "mean_pass_at_k", "naive_pass_at_k",
+    "wilson_interval", "bootstrap_distribution", "bootstrap_interval",
+    "PairedBootstrap", "paired_bootstrap", "McNemar", "discordant_counts", "mcnemar_exact", "mcnemar_chi2",
+    "items_for_two_proportions", "items_for_paired",
+    "Overlap", "ngram_overlap", "normalized_words", "word_ngrams",
+]
