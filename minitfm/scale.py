@@ -39,7 +39,10 @@ neither mask nor the dropout's output is stored, and the value product reads the
     s b h (32 + 2 a s / h)                        one device
     s b h (8 + 24 / t + 2 a s / (h t))            tensor parallelism over t devices
 
-Llama (SwiGLU, RMSNorm, grouped-query attention) differs in further details, so read them as estimates there.
+Llama differs in further details, so read them as estimates there: RMSNorm and RoPE leave the count as it is,
+but a SwiGLU MLP of width F keeps four F-wide tensors (gate, up, SiLU output, product), which for Llama 2 7B
+(F = 11008 = 2.6875 h) raises the linear constant from 32 to about 37.5; grouped-query attention (Llama 2
+34B/70B, Llama 3) shrinks K and V. Llama 2 7B itself has full multi-head attention.
 With FlashAttention (Dao et al. 2022) the s x s term vanishes: the scores are recomputed in the
 backward pass from Q, K, V and one softmax statistic per row (online softmax, Milakov and Gimelshein
 2018), which we neglect. ZeRO does not shrink activations: each device keeps those of its own micro-batch.
