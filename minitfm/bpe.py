@@ -37,11 +37,11 @@ import os
 import pathlib
 import warnings
 from collections import Counter
-from typing import Iterator, Sequence, Union
+from typing import AbstractSet, Iterable, Iterator, Sequence, Union
 
 import regex
 
-from .bpe_files import bytes_to_unicode
+from .bpe_files import bytes_to_unicode, read_text_file
 
 # GPT-2's pre-tokenizer: contractions, letters, digits and other symbols (each with at most one leading
 # space), then runs of whitespace; ``\s+(?!\S)`` leaves a run's last space to the word that follows it.
@@ -62,6 +62,8 @@ def check_no_surrogates(text: str, what: str = "text") -> None:
     or ``errors="surrogateescape"``. minitfm refuses them rather than repair them silently (tiktoken
     replaces them by U+FFFD), so that ``decode(encode(text)) == text`` holds for every text it accepts.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
     match = _SURROGATE.search(text)
     if match:
         raise ValueError(f"{what} holds a lone surrogate U+{ord(match.group()):04X} at index {match.start()}: half "
@@ -72,6 +74,9 @@ def check_no_surrogates(text: str, what: str = "text") -> None:
 
 def pretokenize(text: str) -> list[str]:
     """Cut ``text`` into GPT-2's pre-tokens; ``"".join(pretokenize(text)) == text``."""
+    if not isinstance(text, str):
+        raise TypeError(f"pretokenize takes a str, got {type(text).__name__}"
+                        + (": decode the bytes first" if isinstance(text, (bytes, bytearray)) else ""))
     return _GPT2_SPLIT.findall(text)
 
 
@@ -80,6 +85,9 @@ def check_special_tokens(special_tokens: Sequence[str]) -> tuple[str, ...]:
     if isinstance(special_tokens, (str, bytes)):
         raise TypeError(f"special_tokens must be a list of str, got a single {type(special_tokens).__name__} "
                         f"{special_tokens!r}; write [{special_tokens!r}]")
+    if isinstance(special_tokens, (dict, AbstractSet)) or not isinstance(special_tokens, Iterable):
+        raise TypeError(f"special_tokens must be a list of str (in the order of their ids), got "
+                        f"{type(special_tokens).__name__}")
     special_tokens = tuple(special_tokens)
     for token in special_tokens:
         if not isinstance(token, str):
@@ -96,9 +104,13 @@ def check_special_tokens(special_tokens: Sequence[str]) -> tuple[str, ...]:
     return special_tokens
 
 
-@functools.lru_cache(maxsize=64)
-def special_token_regex(special_tokens: tuple[str, ...]) -> regex.Pattern | None:
+def special_token_regex(special_tokens: Sequence[str]) -> regex.Pattern | None:
     """A regex matching any of ``special_tokens``, the longest first where two start at the same place."""
+    return _special_token_regex(check_special_tokens(special_tokens))
+
+
+@functools.lru_cache(maxsize=64)
+def _special_token_regex(special_tokens: tuple[str, ...]) -> regex.Pattern | None:
     if not special_tokens:
         return None
     longest_first = sorted(special_tokens, key=len, reverse=True)
@@ -107,6 +119,8 @@ def special_token_regex(special_tokens: tuple[str, ...]) -> regex.Pattern | None
 
 def split_on_special_tokens(text: str, special_tokens: tuple[str, ...]) -> Iterator[tuple[str, bool]]:
     """Yield ``(piece, is_special)`` in order: the special tokens of ``text`` and the text between them."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
     pattern = special_token_regex(special_tokens)
     start = 0
     for match in pattern.finditer(text) if pattern else ():
@@ -123,6 +137,13 @@ def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
 
     ``merge_pair([5, 5, 5], (5, 5), 9) == [9, 5]``: an occurrence overlapping one already merged is skipped.
     """
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise TypeError(f"ids must be a list of int ids, got {type(ids).__name__}")
+    if not isinstance(pair, tuple) or len(pair) != 2:
+        raise TypeError(f"pair must be a tuple of two int ids, got {type(pair).__name__} {pair!r}")
+    for name, value in (("pair[0]", pair[0]), ("pair[1]", pair[1]), ("new_id", new_id)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int id, got {type(value).__name__} {value!r}")
     merged, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -287,7 +308,7 @@ class _Training:
 
 def _read_text(text_or_path) -> str:
     if isinstance(text_or_path, os.PathLike):
-        return pathlib.Path(text_or_path).read_text(encoding="utf-8")
+        return read_text_file(pathlib.Path(text_or_path), "a training text (UTF-8)")
     if not isinstance(text_or_path, str):
         raise TypeError(f"text_or_path must be the text (a str) or a file (a pathlib.Path), "
                         f"got {type(text_or_path).__name__}")

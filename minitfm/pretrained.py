@@ -19,6 +19,9 @@ whether embeddings are scaled). Every difference is handled here, in one place, 
   :func:`save_pretrained` writes a folder that ``transformers``' ``from_pretrained`` loads;
 - :func:`load_tokenizer` reads GPT-2's ``vocab.json`` and ``merges.txt`` into :class:`minitfm.bpe_tokenizer.Tokenizer`.
 
+Reading the folder's files, and checking every way one can be damaged (an LFS pointer, a truncated file, a
+shard index pointing nowhere, a pickle that is more than tensors), lives in :mod:`minitfm.checkpoint_files`.
+
 ``transformers`` is not needed for any of this; ``safetensors`` reads and writes the weights and
 ``huggingface_hub`` downloads by name. They are imported here, on first use, so ``import minitfm`` stays light.
 """
@@ -35,6 +38,8 @@ from typing import Callable, Optional
 
 import torch
 
+from .checkpoint_files import (check_config_fields, check_device, check_dtype, checkpoint_folder,  # noqa: F401
+                               read_config, read_state_dict)
 from .config import ModelConfig
 from .models import DecoderOnlyLM
 
@@ -114,7 +119,10 @@ def _special(hf: dict, vocab: int) -> dict:
         value = hf.get(key)
         if isinstance(value, list):  # Llama 3 lists several end-of-text ids; the first is the one written
             value = value[0] if value else None
-        if value is not None and not 0 <= int(value) < vocab:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"config.json: {key} must be an int id (or a list of them), got {type(value).__name__} "
+                            f"{value!r}")
+        if value is not None and not 0 <= value < vocab:
             raise ValueError(f"{key}={value} is not an id of the vocabulary (vocab_size={vocab})")
         out[name] = None if value is None else int(value)
     bos = out["bos_id"] if out["bos_id"] is not None else out["eos_id"]
@@ -131,6 +139,7 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     """The :class:`ModelConfig` of a GPT-2 or Llama ``config.json`` (dropout off: these are for inference)."""
     family = family_of(hf_config)
     hf = hf_config
+    check_config_fields(hf, family)
     if family == "gpt2":
         act = hf.get("activation_function", "gelu_new")
         ffn = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}.get(act)
@@ -193,6 +202,7 @@ def model_family(config: ModelConfig) -> str:
     (:func:`config_from_hf`) gives the same architecture, so every setting the family lacks (grouped-query
     attention in GPT-2, Llama without SwiGLU, scaled embeddings, Post-LN ...) is refused, and the error
     names it."""
+    _check_config(config)
     differences = {}
     for family in FAMILIES:
         lost = _lost_in(config, family)
@@ -240,6 +250,10 @@ def split_fused_qkv(weight: torch.Tensor, d_model: int) -> list[torch.Tensor]:
     """GPT-2's c_attn (Conv1D, (D, 3D), or its (3D,) bias) -> q, k, v as nn.Linear weights ((D, D)) or biases.
 
     ValueError for any other shape (a fused q|k|v of grouped-query attention, (D, D + 2 D_kv), is not GPT-2's)."""
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
+    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+        raise ValueError(f"d_model must be an int >= 1, got {d_model!r}")
     want = (3 * d_model,) if weight.dim() == 1 else (d_model, 3 * d_model)
     if tuple(weight.shape) != want:
         raise ValueError(f"GPT-2's c_attn holds q, k and v of width d_model={d_model} side by side: expected shape "
@@ -251,6 +265,9 @@ def split_fused_qkv(weight: torch.Tensor, d_model: int) -> list[torch.Tensor]:
 
 def fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """The inverse of :func:`split_fused_qkv`; ValueError unless q, k and v have one shape (D, D) or (D,)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     shapes = [tuple(t.shape) for t in (q, k, v)]
     if len(set(shapes)) != 1 or len(shapes[0]) not in (1, 2) or (len(shapes[0]) == 2 and shapes[0][0] != shapes[0][1]):
         raise ValueError(f"GPT-2's c_attn fuses three (D, D) projections (or (D,) biases), got q {shapes[0]}, "
@@ -265,16 +282,20 @@ def rotate_half_permutation(d_head: int) -> torch.Tensor:
 
     minitfm's row 2i is the published row i and its row 2i + 1 the published row i + Dh/2: both then turn
     with frequency i, so every rotation, and every score q . k, is unchanged."""
+    if isinstance(d_head, bool) or not isinstance(d_head, int) or d_head < 2 or d_head % 2:
+        raise ValueError(f"d_head must be an even int >= 2 (RoPE turns pairs), got {d_head!r}")
     half = d_head // 2
     return torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).flatten()  # [0, h, 1, h+1, ...]
 
 
 def _head_width(weight: torch.Tensor, n_heads: int) -> int:
     """Dh of a q_proj/k_proj weight (rows = n_heads * Dh) or bias; ValueError unless Dh is a whole even number."""
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
         raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
     rows = weight.shape[0] if weight.dim() else 0
-    if weight.dim() not in (1, 2) or rows % n_heads or (rows // n_heads) % 2:
+    if weight.dim() not in (1, 2) or rows == 0 or rows % n_heads or (rows // n_heads) % 2:
         raise ValueError(f"a q_proj/k_proj weight (or bias) has n_heads * Dh rows with an even head width Dh: "
                          f"shape {tuple(weight.shape)} is not {n_heads} heads of an even width")
     return rows // n_heads
@@ -358,8 +379,41 @@ def _llama_rules(c: ModelConfig) -> list[Rule]:
     return rules
 
 
+def _check_config(config) -> None:
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a minitfm ModelConfig (config_from_hf turns a config.json into one), got "
+                        f"{type(config).__name__}")
+
+
+def _check_state(state, names: str) -> None:
+    """TypeError unless ``state`` is a dict of str -> floating-point tensor (``names``: whose keys)."""
+    if not isinstance(state, dict):
+        raise TypeError(f"state must be a dict of {names} -> tensor, got {type(state).__name__}")
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise TypeError(f"state's keys must be {names} (str), got {type(key).__name__} {key!r}")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"state[{key!r}] must be a torch.Tensor, got {type(value).__name__}")
+        if not value.is_floating_point() and not key.endswith(_BUFFERS):  # GPT-2's causal-mask buffer is bool
+            raise TypeError(f"state[{key!r}] must be a floating-point tensor (weights), got dtype {value.dtype}")
+
+
+def _layers(keys, pattern: str) -> list[int]:
+    return sorted({int(m.group(1)) for k in keys for m in [re.search(pattern, k)] if m})
+
+
+def _mismatch(what: str, missing: list, extra: list, config: ModelConfig, pattern: str) -> str:
+    """The message for keys that a state dict lacks or has beyond what ``config`` uses, both lists, with the
+    layers each side holds when they differ."""
+    shown = lambda keys: f"{keys[:6]}{' ...' if len(keys) > 6 else ''} ({len(keys)} keys)"  # noqa: E731
+    layers = _layers(extra, pattern) + _layers(missing, pattern)
+    note = (f"; the config has n_layers={config.n_layers}, and layers {sorted(set(layers))} differ" if layers else "")
+    return f"{what}: missing {shown(missing)}, unexpected {shown(extra)}{note}"
+
+
 def key_map(config: ModelConfig) -> list[Rule]:
     """Every published tensor of a model with this config, as a :class:`Rule` (with its published shape)."""
+    _check_config(config)
     c = config.resolved()
     rules = _gpt2_rules(c) if model_family(c) == "gpt2" else _llama_rules(c)
     expected = _expected_shapes(c)
@@ -388,17 +442,15 @@ def to_minitfm(state: dict, config: ModelConfig) -> dict:
 
     Raises ValueError naming every missing or unexpected key, and the first tensor whose shape does not fit.
     """
-    if not isinstance(state, dict):
-        raise TypeError(f"state must be a dict of name -> tensor, got {type(state).__name__}")
+    _check_state(state, "published tensor names")
     rules = key_map(config)
     state = _normalise_keys(state, model_family(config))
     tied_head = state.pop("lm_head.weight", None) if config.tie_embeddings else None
     wanted = {r.hf_key for r in rules}
     missing, extra = sorted(wanted - set(state)), sorted(set(state) - wanted)
     if missing or extra:
-        raise ValueError(f"the checkpoint does not fit this {model_family(config)} config: "
-                         f"missing {missing[:6]}{' ...' if len(missing) > 6 else ''} ({len(missing)} keys), "
-                         f"unexpected {extra[:6]}{' ...' if len(extra) > 6 else ''} ({len(extra)} keys)")
+        raise ValueError(_mismatch(f"the checkpoint does not fit this {model_family(config)} config", missing, extra,
+                                   config, r"(?:\.h|layers)\.(\d+)\."))
     expected = _expected_shapes(config)
     out = {}
     for rule in rules:
@@ -434,16 +486,23 @@ def _expected_shapes(config: ModelConfig) -> dict[str, tuple]:
 def to_hf(state: dict, config: ModelConfig) -> dict:
     """minitfm's state dict -> the published keys and layouts (tied heads written once, as transformers does).
 
-    Raises ValueError naming the first missing tensor or the first whose shape does not fit ``config``."""
+    Raises ValueError naming every missing and every unused key (a layer beyond the config's included), or
+    the first tensor whose shape does not fit ``config``."""
+    _check_state(state, "minitfm parameter names")
+    rules = key_map(config)
     expected = _expected_shapes(config)
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise ValueError(_mismatch("the minitfm state dict does not fit this config", missing, extra, config,
+                                   r"^layers\.(\d+)\."))
+    for key, shape in expected.items():
+        if tuple(state[key].shape) != shape:
+            raise ValueError(f"{key} has shape {tuple(state[key].shape)}; this config expects {shape}")
+    if config.tie_embeddings and not torch.equal(state["lm_head.weight"], state["tok_emb.weight"]):
+        raise ValueError("the config ties the output head to the token embedding, but lm_head.weight differs from "
+                         "tok_emb.weight in this state dict: the published file would keep only the embedding")
     out = {}
-    for rule in key_map(config):
-        missing = [k for k in rule.minitfm_keys if k not in state]
-        if missing:
-            raise ValueError(f"the minitfm state dict lacks {missing} (needed for {rule.hf_key})")
-        for key in rule.minitfm_keys:
-            if tuple(state[key].shape) != expected[key]:
-                raise ValueError(f"{key} has shape {tuple(state[key].shape)}; this config expects {expected[key]}")
+    for rule in rules:
         tensor = rule.to_hf([state[k] for k in rule.minitfm_keys]).contiguous()
         if tuple(tensor.shape) != rule.hf_shape:
             raise ValueError(f"'{rule.how}' made {rule.hf_key} of shape {tuple(tensor.shape)}; the published "
@@ -462,43 +521,21 @@ def _safetensors():
     return safetensors.torch
 
 
-def read_state_dict(directory: str | os.PathLike) -> dict:
-    """The tensors of a checkpoint folder: ``model.safetensors``, ``pytorch_model.bin``, or their sharded index."""
-    folder = pathlib.Path(directory)
-    for index_name, single in (("model.safetensors.index.json", "model.safetensors"),
-                               ("pytorch_model.bin.index.json", "pytorch_model.bin")):
-        index = folder / index_name
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() else []
-        if not files and (folder / single).exists():
-            files = [single]
-        if files:
-            state = {}
-            for name in files:
-                if name.endswith(".safetensors"):
-                    state.update(_safetensors().load_file(str(folder / name)))
-                else:
-                    state.update(torch.load(folder / name, map_location="cpu", weights_only=True))
-            return state
-    raise ValueError(f"{folder} holds no weights: expected model.safetensors, pytorch_model.bin or a sharded index, "
-                     f"found {sorted(p.name for p in folder.iterdir())[:10] if folder.is_dir() else 'no such folder'}")
-
-
-def read_config(directory: str | os.PathLike) -> dict:
-    path = pathlib.Path(directory) / "config.json"
-    if not path.exists():
-        raise ValueError(f"{directory} has no config.json: a checkpoint folder needs one (what architecture, "
-                         "what sizes)")
-    return json.loads(path.read_text())
-
-
 def load(directory: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
-    """A :class:`DecoderOnlyLM` holding the GPT-2 or Llama checkpoint in ``directory``, in eval mode."""
+    """A :class:`DecoderOnlyLM` holding the GPT-2 or Llama checkpoint in ``directory``, in eval mode.
+
+    Every file is checked as it is read (:mod:`minitfm.checkpoint_files`): a damaged folder gets an error
+    naming the file, never a model built from part of it."""
+    check_dtype(dtype)
+    check_device(device)
     config = config_from_hf(read_config(directory))
     return _build(config, to_minitfm(read_state_dict(directory), config), dtype, device)
 
 
 def from_transformers(hf_model, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
     """A :class:`DecoderOnlyLM` with the weights of a ``transformers`` GPT-2 or Llama model already in memory."""
+    check_dtype(dtype)
+    check_device(device)
     config_dict = getattr(getattr(hf_model, "config", None), "to_dict", None)
     if config_dict is None or not hasattr(hf_model, "state_dict"):
         raise TypeError(f"hf_model must be a transformers model (GPT2LMHeadModel, LlamaForCausalLM), "
@@ -595,6 +632,11 @@ def download(name: str, *, revision: str | None = None) -> pathlib.Path:
         ValueError: no such repository or revision on the Hub (or it is private), or it is gated.
         ConnectionError: offline (no network, or ``HF_HUB_OFFLINE=1``) and the model is not cached.
     """
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"name must be a Hub model name such as 'gpt2' (a non-empty str), got {type(name).__name__} "
+                        f"{name!r}")
+    if revision is not None and not isinstance(revision, str):
+        raise TypeError(f"revision must be None or a str (a branch, tag or commit), got {type(revision).__name__}")
     try:
         import huggingface_hub  # noqa: F401
     except ImportError:
@@ -615,8 +657,14 @@ def from_pretrained(name_or_path: str | os.PathLike, *, dtype: torch.dtype = tor
     it is no folder. Other names go to the Hub: see :func:`download` for its errors."""
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"name_or_path must be a Hub name or a folder, got {type(name_or_path).__name__}")
+    if revision is not None and not isinstance(revision, str):
+        raise TypeError(f"revision must be None or a str (a branch, tag or commit), got {type(revision).__name__}")
+    check_dtype(dtype)
+    check_device(device)
     name = os.fspath(name_or_path)
-    if _is_local(name):
+    if not name.strip():
+        raise ValueError("name_or_path is empty: expected a Hub name such as 'gpt2' or a checkpoint folder")
+    if _is_local(name) or pathlib.Path(name).expanduser().is_file():  # a file: load names it as no folder
         return load(pathlib.Path(name).expanduser(), dtype=dtype, device=device)
     if not isinstance(name_or_path, str) or _looks_like_a_path(name):
         raise FileNotFoundError(f"no checkpoint folder at {name!r} ({pathlib.Path(name).expanduser().absolute()}); "
@@ -628,10 +676,14 @@ def save_pretrained(model: DecoderOnlyLM, directory: str | os.PathLike) -> pathl
     """Write ``config.json`` and ``model.safetensors`` that ``transformers``' ``from_pretrained`` loads."""
     if not isinstance(model, DecoderOnlyLM):
         raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
-    folder = pathlib.Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    hf_config = config_to_hf(model.config)
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a folder's path (str or pathlib.Path), got {type(directory).__name__}")
+    folder = pathlib.Path(directory).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file, expected a folder to write config.json and model.safetensors into")
+    hf_config = config_to_hf(model.config)  # checked, and the tensors converted, before anything is written
     state = {k: v.detach().cpu().contiguous() for k, v in to_hf(model.state_dict(), model.config).items()}
+    folder.mkdir(parents=True, exist_ok=True)
     _safetensors().save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
     return folder
@@ -641,7 +693,7 @@ def load_tokenizer(directory: str | os.PathLike):
     """GPT-2's ``vocab.json`` and ``merges.txt`` in ``directory`` as a :class:`minitfm.bpe_tokenizer.Tokenizer`."""
     from .bpe_tokenizer import Tokenizer
 
-    folder = pathlib.Path(directory)
+    folder = checkpoint_folder(directory, "a folder holding GPT-2's vocab.json and merges.txt")
     missing = [n for n in ("vocab.json", "merges.txt") if not (folder / n).exists()]
     if missing:
         raise ValueError(f"{folder} lacks {missing}: minitfm.bpe reads GPT-2-style byte-level BPE files "

@@ -468,5 +468,285 @@ def test_merges_file_blank_lines_and_truncation(tok, tmp_path):
     with pytest.raises(ValueError, match="merges.txt line 3 is blank: expected two tokens"):
         Tokenizer.load(tmp_path)
     merges_path.write_text("\n".join(lines[:40]) + "\n", encoding="utf-8")  # a truncated file: " the" and others left
-    with pytest.warns(UserWarning, match=r"entries such as .*'Ġ.*read as special tokens.*merges.txt may be truncated"):
+    with pytest.raises(ValueError, match=r"entries such as .*'Ġ.*so they are no special tokens; merges.txt is "
+                                         r"truncated"):
         Tokenizer.load(tmp_path)
+
+
+# ---- issue 34: every public function of bpe and bpe_tokenizer names what it expected and what arrived ----------
+
+from minitfm.bpe import check_no_surrogates, special_token_regex, split_on_special_tokens  # noqa: E402
+
+LFS = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1234\n"
+
+
+def _file(tmp_path, content, name="corpus.txt"):
+    """A file under tmp_path: str content written as UTF-8, bytes as they are, None a folder."""
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def _bytes_vocab(extra=()):
+    return {**{i: bytes([i]) for i in range(256)}, **{256 + k: t for k, t in enumerate(extra)}}
+
+
+E = re.escape
+# (what, call(tok, trained, tmp_path), exception, pattern): one row per class of bad input
+BAD_BPE_INPUTS = [
+    # train_bpe / train_bpe_naive: arguments
+    ("vocab_size bool", lambda tok, tr, t: train_bpe("abc", True), TypeError, E("vocab_size must be an int, got bool")),
+    ("vocab_size str", lambda tok, tr, t: train_bpe("abc", "300"), TypeError, E("vocab_size must be an int, got str")),
+    ("vocab_size None", lambda tok, tr, t: train_bpe("abc", None), TypeError,
+     E("vocab_size must be an int, got NoneType")),
+    ("vocab_size negative", lambda tok, tr, t: train_bpe("abc", -5), ValueError, E("vocab_size must be at least 256")),
+    ("specials None", lambda tok, tr, t: train_bpe("abc", 300, None), TypeError,
+     E("special_tokens must be a list of str (in the order of their ids), got NoneType")),
+    ("specials int", lambda tok, tr, t: train_bpe("abc", 300, 5), TypeError, E("special_tokens must be a list of str")),
+    ("specials a set", lambda tok, tr, t: train_bpe("abc", 300, {"<|a|>"}), TypeError,
+     E("special_tokens must be a list of str (in the order of their ids), got set")),
+    ("specials a dict", lambda tok, tr, t: train_bpe("abc", 300, {"<|a|>": 1}), TypeError, E("got dict")),
+    ("specials bytes", lambda tok, tr, t: train_bpe("abc", 300, b"<|a|>"), TypeError, E("got a single bytes")),
+    ("special None", lambda tok, tr, t: train_bpe("abc", 300, [None]), TypeError,
+     E("each special token must be a str, got NoneType None")),
+    ("special surrogate", lambda tok, tr, t: train_bpe("abc", 300, ["<|\ud800|>"]), ValueError,
+     E("special token '<|\\ud800|>' holds a lone surrogate U+D800")),
+    ("text int", lambda tok, tr, t: train_bpe(5, 300), TypeError, E("text_or_path must be the text (a str) or a file")),
+    ("text None", lambda tok, tr, t: train_bpe(None, 300), TypeError, E("got NoneType")),
+    ("text a list", lambda tok, tr, t: train_bpe(["abc"], 300), TypeError, E("got list")),
+    ("file missing", lambda tok, tr, t: train_bpe(t / "nope.txt", 300), FileNotFoundError,
+     E("nope.txt does not exist: expected a training text")),
+    ("file a folder", lambda tok, tr, t: train_bpe(_file(t, None), 300), ValueError,
+     E("corpus.txt is a folder, expected a training text")),
+    ("file empty", lambda tok, tr, t: train_bpe(_file(t, b""), 300), ValueError, E("corpus.txt is empty (0 bytes)")),
+    ("file Latin-1", lambda tok, tr, t: train_bpe(_file(t, "café".encode("latin-1")), 300), ValueError,
+     E("corpus.txt is not UTF-8 text (byte 0xe9 at offset 3)")),
+    ("file an LFS pointer", lambda tok, tr, t: train_bpe(_file(t, LFS), 300), ValueError,
+     E("corpus.txt is a Git LFS pointer")),
+    ("naive, file a folder", lambda tok, tr, t: train_bpe_naive(_file(t, None), 300), ValueError, E("is a folder")),
+    ("tie_break None", lambda tok, tr, t: train_bpe("abc", 300, tie_break=None), ValueError,
+     E("tie_break must be one of ('bytes', 'huggingface'), got None")),
+    ("tie_break capitalised", lambda tok, tr, t: train_bpe("abc", 300, tie_break="HuggingFace"), ValueError,
+     E("got 'HuggingFace'")),
+    # pre-tokenisation and the helpers
+    ("pretokenize bytes", lambda tok, tr, t: pretokenize(b"abc"), TypeError,
+     E("pretokenize takes a str, got bytes: decode the bytes first")),
+    ("pretokenize None", lambda tok, tr, t: pretokenize(None), TypeError, E("pretokenize takes a str, got NoneType")),
+    ("pretokenize a list", lambda tok, tr, t: pretokenize(["a b"]), TypeError, E("pretokenize takes a str, got list")),
+    ("check_no_surrogates int", lambda tok, tr, t: check_no_surrogates(5), TypeError, E("text must be a str, got int")),
+    ("merge_pair ids str", lambda tok, tr, t: merge_pair("aab", (97, 97), 256), TypeError,
+     E("ids must be a list of int ids, got str")),
+    ("merge_pair pair a list", lambda tok, tr, t: merge_pair([1, 2], [1, 2], 9), TypeError,
+     E("pair must be a tuple of two int ids, got list [1, 2]")),
+    ("merge_pair pair of one", lambda tok, tr, t: merge_pair([1, 2], (1,), 9), TypeError, E("got tuple (1,)")),
+    ("merge_pair float id", lambda tok, tr, t: merge_pair([1, 2], (1.0, 2), 9), TypeError,
+     E("pair[0] must be an int id, got float 1.0")),
+    ("merge_pair new_id bool", lambda tok, tr, t: merge_pair([1, 2], (1, 2), True), TypeError,
+     E("new_id must be an int id, got bool True")),
+    ("merge_pair new_id None", lambda tok, tr, t: merge_pair([1, 2], (1, 2), None), TypeError,
+     E("new_id must be an int id, got NoneType")),
+    ("split text bytes", lambda tok, tr, t: list(split_on_special_tokens(b"a", ("<|a|>",))), TypeError,
+     E("text must be a str, got bytes")),
+    ("split specials str", lambda tok, tr, t: list(split_on_special_tokens("a", "<|a|>")), TypeError,
+     E("special_tokens must be a list of str, got a single str")),
+    ("special_token_regex empty token", lambda tok, tr, t: special_token_regex(["<|a|>", ""]), ValueError,
+     E("each special token must be a non-empty str, got ''")),
+    # Tokenizer(vocab, merges, special_tokens, cache_size)
+    ("vocab a list", lambda tok, tr, t: Tokenizer([b"a"], []), TypeError,
+     E("vocab must be a dict of id -> bytes, got list")),
+    ("vocab str ids", lambda tok, tr, t: Tokenizer({"0": b"a"}, []), TypeError,
+     E("vocab must map int ids to bytes, got str '0': bytes b'a'")),
+    ("vocab str tokens", lambda tok, tr, t: Tokenizer({0: "a"}, []), TypeError, E("got int 0: str 'a'")),
+    ("vocab bool id", lambda tok, tr, t: Tokenizer({True: b"a"}, []), TypeError, E("got bool True")),
+    ("vocab negative id", lambda tok, tr, t: Tokenizer({**_bytes_vocab(), -1: b"ab"}, []), ValueError,
+     E("vocab must map ids >= 0 to non-empty bytes, got -1: b'ab'")),
+    ("vocab empty token", lambda tok, tr, t: Tokenizer({**_bytes_vocab(), 256: b""}, []), ValueError,
+     E("got 256: b''")),
+    ("merges a str", lambda tok, tr, t: Tokenizer(_bytes_vocab(), "ab"), TypeError,
+     E("merges must be a list of (bytes, bytes) pairs, got str")),
+    ("merges None", lambda tok, tr, t: Tokenizer(_bytes_vocab(), None), TypeError, E("got NoneType")),
+    ("merges a dict", lambda tok, tr, t: Tokenizer(_bytes_vocab(), {(b"a", b"b"): 0}), TypeError, E("got dict")),
+    ("merge of three", lambda tok, tr, t: Tokenizer(_bytes_vocab([b"ab"]), [(b"a", b"b", b"c")]), TypeError,
+     E("merge 0 must be a pair of non-empty bytes (bytes_a, bytes_b), got tuple")),
+    ("merge a str", lambda tok, tr, t: Tokenizer(_bytes_vocab([b"ab"]), ["ab"]), TypeError, E("got str 'ab'")),
+    ("merge of str parts", lambda tok, tr, t: Tokenizer(_bytes_vocab([b"ab"]), [(b"a", "b")]), TypeError,
+     E("merge 0 must be a pair of non-empty bytes")),
+    ("merge with an empty part", lambda tok, tr, t: Tokenizer(_bytes_vocab(), [(b"", b"a")]), TypeError,
+     E("merge 0 must be a pair of non-empty bytes")),
+    ("merge repeated", lambda tok, tr, t: Tokenizer(_bytes_vocab([b"ab"]), [(b"a", b"b"), (b"a", b"b")]), ValueError,
+     E("merge 1 (b'a', b'b') repeats merge 0")),
+    ("a token no merge makes", lambda tok, tr, t: Tokenizer(_bytes_vocab([b"ab", b"the"]), [(b"a", b"b")]), ValueError,
+     E("the vocabulary does not match its merges: 258 tokens, but 256 bytes + 1 merge results + 0 special tokens "
+       "account for 257; ids [257] (e.g. b'the') are none of these")),
+    ("special left out", lambda tok, tr, t: Tokenizer(*tr, SPECIALS[:1]), ValueError,
+     E("1 special tokens account for 598; ids [598, 599] (e.g. b'<|a|>') are none of these")),
+    ("cache_size 0", lambda tok, tr, t: Tokenizer(*tr, SPECIALS, cache_size=0), ValueError,
+     E("cache_size must be an int >= 1, got 0")),
+    ("cache_size float", lambda tok, tr, t: Tokenizer(*tr, SPECIALS, cache_size=1.5), TypeError,
+     E("cache_size must be an int >= 1, got float 1.5")),
+    ("cache_size bool", lambda tok, tr, t: Tokenizer(*tr, SPECIALS, cache_size=True), TypeError, E("got bool True")),
+    ("specials a str", lambda tok, tr, t: Tokenizer(*tr, "<|endoftext|>"), TypeError, E("got a single str")),
+    # encode
+    ("encode None", lambda tok, tr, t: tok.encode(None), TypeError, E("encode takes a str, got NoneType")),
+    ("encode a list", lambda tok, tr, t: tok.encode(["a", "b"]), TypeError, E("encode takes a str, got list")),
+    ("encode an int", lambda tok, tr, t: tok.encode(5), TypeError, E("encode takes a str, got int")),
+    ("encode a bytearray", lambda tok, tr, t: tok.encode(bytearray(b"a")), TypeError, E("got bytearray")),
+    ("allowed_special a list", lambda tok, tr, t: tok.encode("a", allowed_special=["<|a|>"]), TypeError,
+     E("allowed_special must be 'all' or a set of special tokens, got list")),
+    ("allowed_special None", lambda tok, tr, t: tok.encode("a", allowed_special=None), TypeError, E("got NoneType")),
+    ("encode surrogate", lambda tok, tr, t: tok.encode("x\udcff"), ValueError, E("lone surrogate U+DCFF at index 1")),
+    # encode_iterable
+    ("iterable of bytes", lambda tok, tr, t: list(tok.encode_iterable(b"abc")), TypeError,
+     E("got one bytes: use encode(text) after decoding it")),
+    ("iterable None", lambda tok, tr, t: list(tok.encode_iterable(None)), TypeError,
+     E("encode_iterable takes an iterable of str (lines, a text file), got NoneType")),
+    ("iterable int", lambda tok, tr, t: list(tok.encode_iterable(5)), TypeError, E("got int")),
+    ("item int", lambda tok, tr, t: list(tok.encode_iterable(["a", 5])), TypeError,
+     E("an iterable of str, got an item of type int (item 1)")),
+    ("item None", lambda tok, tr, t: list(tok.encode_iterable(iter(["a b", None]))), TypeError,
+     E("got an item of type NoneType (item 1)")),
+    ("file opened in binary", lambda tok, tr, t: list(tok.encode_iterable(open(_file(t, "a b\nc"), "rb"))), TypeError,
+     E("got an item of type bytes (item 0)")),
+    ("surrogate in a chunk", lambda tok, tr, t: list(tok.encode_iterable(["ab ", "c\ud800 d"])), ValueError,
+     E("lone surrogate U+D800")),
+    ("iterable, allowed_special unknown", lambda tok, tr, t: tok.encode_iterable(["a"], allowed_special={"<|x|>"}),
+     ValueError, E("allowed_special names ['<|x|>']")),
+    # decode
+    ("decode a set", lambda tok, tr, t: tok.decode({104, 105}), TypeError, E("decode takes one sequence of int ids")),
+    ("decode a dict", lambda tok, tr, t: tok.decode({0: 104}), TypeError, E("got dict {0: 104}")),
+    ("decode None", lambda tok, tr, t: tok.decode(None), TypeError, E("got NoneType None")),
+    ("decode a float", lambda tok, tr, t: tok.decode(1.5), TypeError, E("got float 1.5")),
+    ("decode a float array", lambda tok, tr, t: tok.decode(np.array([104.0])), TypeError,
+     E("decode takes int ids, got float 104.0")),
+    ("decode a half tensor", lambda tok, tr, t: tok.decode(torch.tensor([104], dtype=torch.float16)), TypeError,
+     E("decode takes int ids, got float 104.0")),
+    ("decode a bool array", lambda tok, tr, t: tok.decode(np.array([True])), TypeError,
+     E("decode takes int ids, got bool True")),
+    ("decode 3-D", lambda tok, tr, t: tok.decode(torch.zeros(1, 1, 2, dtype=torch.long)), ValueError,
+     E("one sequence of shape (T,), got shape (1, 1, 2)")),
+    ("decode None in a list", lambda tok, tr, t: tok.decode([104, None]), TypeError,
+     E("decode takes int ids, got NoneType None")),
+    ("decode nested lists", lambda tok, tr, t: tok.decode([[104, 105]]), TypeError,
+     E("decode takes int ids, got list [104, 105]")),
+    ("decode id out of range in a tensor", lambda tok, tr, t: tok.decode(torch.tensor([104, 10_000])), ValueError,
+     E("token id 10000 is not in the vocabulary (vocab_size 600, ids 0..599)")),
+    # save and load
+    ("save into a file", lambda tok, tr, t: tok.save(_file(t, "x", "f.txt")), ValueError,
+     E("f.txt is a file, expected a folder")),
+    ("save to None", lambda tok, tr, t: tok.save(None), TypeError,
+     E("directory must be a folder's path (str or pathlib.Path), got NoneType")),
+    ("load a missing folder", lambda tok, tr, t: Tokenizer.load(t / "nowhere"), FileNotFoundError,
+     E("no folder") + ".*nowhere" + E("': expected a folder holding vocab.json and merges.txt")),
+    ("load a file", lambda tok, tr, t: Tokenizer.load(_file(t, "x", "f.txt")), ValueError, E("f.txt is a file")),
+    ("load None", lambda tok, tr, t: Tokenizer.load(None), TypeError, E("got NoneType")),
+]
+
+
+@pytest.mark.parametrize("call, exception, pattern", [case[1:] for case in BAD_BPE_INPUTS],
+                         ids=[case[0] for case in BAD_BPE_INPUTS])
+def test_bad_bpe_inputs_get_clear_errors(tok, trained, tmp_path, call, exception, pattern):
+    with pytest.raises(exception, match=pattern):
+        call(tok, trained, tmp_path)
+
+
+def test_a_special_token_that_is_a_regular_token_reuses_its_id():
+    vocab, merges = train_bpe(CORPUS, 400)
+    regular = next(t for t in vocab.values() if len(t) > 1 and t.isalpha())  # a merge's result, such as b'th'
+    tok = Tokenizer(vocab, merges, [regular.decode()])
+    assert tok.special_ids[regular.decode()] == {t: i for i, t in vocab.items()}[regular] and len(tok) == len(vocab)
+
+
+class _Measured:
+    """A compiled regex that adds up the length of text each search or finditer call may scan."""
+
+    def __init__(self, pattern, total):
+        self.pattern, self.total = pattern, total
+
+    def _span(self, text, pos=0, endpos=None):
+        self.total[0] += (len(text) if endpos is None else min(endpos, len(text))) - pos
+
+    def search(self, text, pos=0, endpos=None, **kwargs):
+        self._span(text, pos, endpos)
+        return self.pattern.search(text, pos, len(text) if endpos is None else endpos, **kwargs)
+
+    def finditer(self, text, pos=0, endpos=None, **kwargs):
+        self._span(text, pos, endpos)
+        return self.pattern.finditer(text, pos, len(text) if endpos is None else endpos, **kwargs)
+
+
+def test_encode_iterable_is_linear_for_any_chunking(monkeypatch):
+    """The characters searched for a cut (spaces and special tokens) grow as the text, for text without any
+    space fed 1, 3 or 64 characters at a time (before issue 34 every chunk re-searched all the pending text:
+    4x the text, 16x the work) and for prose; each result equals encode's."""
+    import minitfm.bpe_tokenizer as bpe_tokenizer
+    vocab, merges = train_bpe(CORPUS, 300, SPECIALS)
+    tok = Tokenizer(vocab, merges, SPECIALS)
+    scanned = [0]
+    monkeypatch.setattr(bpe_tokenizer, "_LAST_SPACE_AFTER_TEXT", _Measured(bpe_tokenizer._LAST_SPACE_AFTER_TEXT, scanned))
+    tok._special_regex = _Measured(tok._special_regex, scanned)
+    texts = {"no space": lambda n: ('{"k":[1,2],"v":"中文"}' * n)[:n], "CJK": lambda n: ("注意力机制" * n)[:n],
+             "prose": lambda n: (CORPUS * (n // len(CORPUS) + 1))[:n]}
+    for kind, make in texts.items():
+        for size in (1, 3, 64):
+            work = []
+            for n in (4000, 16000):
+                text = make(n)
+                scanned[0] = 0
+                assert list(tok.encode_iterable(text[i:i + size] for i in range(0, n, size))) == tok.encode(text)
+                work.append(scanned[0])
+            assert 0 < work[1] <= 4.5 * work[0], (kind, size, work)  # linear: 4x the text, at most 4.5x the work
+            assert work[1] <= 8 * 16000, (kind, size, work)  # a few scans per character, whatever the chunking
+
+
+def test_encode_iterable_equals_encode_for_random_chunkings_around_special_tokens():
+    specials = [*SPECIALS, "<|a b|>"]
+    tok = Tokenizer(*train_bpe(CORPUS, 400, specials), specials)
+    rng = random.Random(0)
+    alphabet = [*"ab <|>\n\t中x", "<|a|>", "<|a b|>", "<|endoftext|>", "<|a|><|b|>", "  "]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 15))))
+        chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        for allowed in ("all", set(), {"<|a|>"}):
+            expected = tok.encode(text, allowed_special=allowed)
+            assert list(tok.encode_iterable(chunks, allowed_special=allowed)) == expected
+
+
+class _CountingDict(dict):
+    """A dict that counts its look-ups (``get``, ``[]`` and ``in``)."""
+
+    lookups = 0
+
+    def get(self, key, default=None):
+        _CountingDict.lookups += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        _CountingDict.lookups += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        _CountingDict.lookups += 1
+        return super().__contains__(key)
+
+
+def test_one_long_pretoken_is_encoded_in_near_linear_time(trained):
+    """A word of thousands of letters (unbroken CJK, minified text) is one pre-token: its merges are applied
+    with a heap, so the look-ups in the merge table grow as the word, not as the word times the number of
+    distinct merges it uses (fusing the best pair everywhere, then searching again, was O(n) per merge)."""
+    tok = Tokenizer(*trained, SPECIALS)
+    tok._ranks, tok._merged_ids = _CountingDict(tok._ranks), _CountingDict(tok._merged_ids)
+    letters = "".join(c for c in CORPUS if c.isalpha())
+    counts = []
+    for n in (2000, 8000):
+        word = (letters * (n // len(letters) + 1))[:n]
+        _CountingDict.lookups = 0
+        ids = tok.encode(word)
+        assert tok.decode(ids) == word and len(ids) < n / 2  # many merges apply
+        counts.append(_CountingDict.lookups)
+    assert counts[1] <= 4.5 * counts[0] and counts[1] <= 20 * 8000, counts

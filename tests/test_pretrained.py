@@ -467,3 +467,392 @@ def test_import_minitfm_stays_light():
     code = "import sys, minitfm; print(sorted(m for m in ('transformers', 'safetensors', 'huggingface_hub') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ---- issue 34: damaged folders, bad arguments, keys that do not fit: a clear error, never a partial model -------
+
+import pickle  # noqa: E402
+import pathlib  # noqa: E402
+
+from safetensors.torch import save_file  # noqa: E402
+
+E = re.escape
+LFS = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1234\n"
+
+
+def _folder(hf, tmp_path, fmt="safetensors"):
+    """A GPT-2 checkpoint folder written without transformers: config.json and one weight file (or two shards)."""
+    folder = tmp_path / "ckpt"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(hf.config.to_dict()))
+    state = {k: v.contiguous() for k, v in hf.state_dict().items() if k != "lm_head.weight"}
+    if fmt == "safetensors":
+        save_file(state, str(folder / "model.safetensors"))
+    elif fmt == "bin":
+        torch.save(state, folder / "pytorch_model.bin")
+    else:  # two shards and their index
+        keys = sorted(state)
+        shards = {"model-00001-of-00002.safetensors": keys[: len(keys) // 2],
+                  "model-00002-of-00002.safetensors": keys[len(keys) // 2:]}
+        for name, part in shards.items():
+            save_file({k: state[k] for k in part}, str(folder / name))
+        weight_map = {k: name for name, part in shards.items() for k in part}
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    return folder
+
+
+def _write(path, content):
+    if content is None:
+        if path.exists():
+            path.unlink()
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+
+
+class _Payload:
+    """A pickle that, if unpickled without weights_only, would create the file ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return pathlib.Path.touch, (pathlib.Path(self.marker),)
+
+
+def _index(folder):
+    return json.loads((folder / "model.safetensors.index.json").read_text())
+
+
+def _edit_index(folder, edit):
+    content = _index(folder)
+    edit(content)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(content))
+
+
+def _shard_without_key(folder):
+    from safetensors.torch import load_file
+    name = "model-00002-of-00002.safetensors"
+    state = load_file(str(folder / name))
+    save_file({k: v for k, v in state.items() if k != "transformer.wte.weight"}, str(folder / name))
+
+
+def _shard_with_extra_key(folder):
+    from safetensors.torch import load_file
+    name = "model-00002-of-00002.safetensors"
+    save_file({**load_file(str(folder / name)), "transformer.extra": torch.zeros(2)}, str(folder / name))
+
+
+def _duplicate_across_shards(folder):
+    from safetensors.torch import load_file
+    first, second = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    key = sorted(load_file(str(folder / first)))[0]
+    save_file({**load_file(str(folder / second)), key: load_file(str(folder / first))[key]}, str(folder / second))
+
+
+# (what, format, damage(folder), exception, pattern): each loads the damaged folder with P.load
+BAD_FOLDERS = [
+    ("config.json empty", "safetensors", lambda f: _write(f / "config.json", b""), ValueError,
+     E("config.json is empty (0 bytes), expected a config.json")),
+    ("config.json not JSON", "safetensors", lambda f: _write(f / "config.json", "{'model_type': 'gpt2'}"), ValueError,
+     E("config.json is not valid JSON (")),
+    ("config.json cut short", "safetensors", lambda f: _write(f / "config.json", (f / "config.json").read_text()[:50]),
+     ValueError, E("config.json is not valid JSON (")),
+    ("config.json a list", "safetensors", lambda f: _write(f / "config.json", "[1, 2]"), ValueError,
+     E("config.json must hold one JSON object (setting -> value), got a list")),
+    ("config.json repeats a key", "safetensors",
+     lambda f: _write(f / "config.json", (f / "config.json").read_text()[:-1] + ', "n_layer": 1}'), ValueError,
+     E("config.json repeats the key 'n_layer' (values 2 and 1): JSON would keep the last one silently")),
+    ("config.json an LFS pointer", "safetensors", lambda f: _write(f / "config.json", LFS), ValueError,
+     E("config.json is a Git LFS pointer")),
+    ("config.json a folder", "safetensors", lambda f: _write(f / "config.json", None), ValueError,
+     E("config.json is a folder, expected a config.json")),
+    ("config.json in Latin-1", "safetensors",
+     lambda f: _write(f / "config.json", '{"name": "caf\xe9"}'.encode("latin-1")), ValueError,
+     E("config.json is not UTF-8 text (byte 0xe9 at offset 13)")),
+    ("safetensors cut short", "safetensors",
+     lambda f: _write(f / "model.safetensors", (f / "model.safetensors").read_bytes()[:5000]), ValueError,
+     E("model.safetensors is not a readable safetensors file (5000 bytes; ") + ".*"
+     + E("truncated, or another format")),
+    ("safetensors empty", "safetensors", lambda f: _write(f / "model.safetensors", b""), ValueError,
+     E("model.safetensors is empty (0 bytes): an interrupted download?")),
+    ("safetensors an LFS pointer", "safetensors", lambda f: _write(f / "model.safetensors", LFS), ValueError,
+     E("model.safetensors is a Git LFS pointer (") + r"\d+" + E(" bytes of text starting 'version https://git-lfs.")
+     + ".*" + E("not the weights: the repository was cloned without git-lfs")),
+    ("safetensors random bytes", "safetensors", lambda f: _write(f / "model.safetensors", bytes(range(256)) * 4),
+     ValueError, E("model.safetensors is not a readable safetensors file (1024 bytes")),
+    ("safetensors a folder", "safetensors", lambda f: _write(f / "model.safetensors", None), ValueError,
+     E("model.safetensors is a folder, expected a weight file")),
+    ("bin cut short", "bin", lambda f: _write(f / "pytorch_model.bin", (f / "pytorch_model.bin").read_bytes()[:3000]),
+     ValueError, E("pytorch_model.bin cannot be read as PyTorch weights (")),
+    ("bin a list", "bin", lambda f: torch.save([torch.zeros(2)], f / "pytorch_model.bin"), ValueError,
+     E("pytorch_model.bin must hold a dict of name -> tensor, got list")),
+    ("bin a dict of ints", "bin", lambda f: torch.save({"a": 1}, f / "pytorch_model.bin"), ValueError,
+     E("pytorch_model.bin must hold a dict of name -> tensor, got dict holding int")),
+    ("bin an LFS pointer", "bin", lambda f: _write(f / "pytorch_model.bin", LFS), ValueError,
+     E("pytorch_model.bin is a Git LFS pointer")),
+    ("index names a missing shard", "shards", lambda f: (f / "model-00002-of-00002.safetensors").unlink(),
+     FileNotFoundError, E("model.safetensors.index.json names the shard 'model-00002-of-00002.safetensors' (for "
+                          "tensors such as 'transformer.")),
+    ("index not JSON", "shards", lambda f: _write(f / "model.safetensors.index.json", "weight_map:"), ValueError,
+     E("model.safetensors.index.json is not valid JSON (")),
+    ("index without weight_map", "shards", lambda f: _write(f / "model.safetensors.index.json", '{"metadata": {}}'),
+     ValueError, E("must hold a JSON object whose 'weight_map' maps each tensor name to its file, got dict")),
+    ("index with an empty weight_map", "shards",
+     lambda f: _write(f / "model.safetensors.index.json", '{"weight_map": {}}'), ValueError,
+     E("whose 'weight_map' maps each tensor name to its file, got {}")),
+    ("index pointing outside the folder", "shards",
+     lambda f: _edit_index(f, lambda c: c["weight_map"].update({"transformer.wte.weight": "../x.safetensors"})),
+     ValueError, E("the weight_map gives 'transformer.wte.weight' the file '../x.safetensors', expected a file name")),
+    ("index lists a tensor no shard holds", "shards", _shard_without_key, ValueError,
+     E("does not match its shards: 1 tensors it lists are in no shard (['transformer.wte.weight'])")),
+    ("a shard holds a tensor the index does not list", "shards", _shard_with_extra_key, ValueError,
+     E("0 tensors it lists are in no shard ([]), 1 in the shards are not listed (['transformer.extra'])")),
+    ("a tensor in two shards", "shards", _duplicate_across_shards, ValueError, E("is in two shards")),
+    ("no weights at all", "safetensors", lambda f: (f / "model.safetensors").unlink(), ValueError,
+     E("holds no weights: expected model.safetensors, pytorch_model.bin or a sharded index, found ['config.json']")),
+]
+
+
+@pytest.mark.parametrize("fmt, damage, exception, pattern", [case[1:] for case in BAD_FOLDERS],
+                         ids=[case[0] for case in BAD_FOLDERS])
+def test_damaged_folders_get_clear_errors(gpt2_parts, tmp_path, fmt, damage, exception, pattern):
+    folder = _folder(gpt2_parts[0], tmp_path, fmt)
+    P.load(folder)  # the folder loads before the damage
+    damage(folder)
+    with pytest.raises(exception, match=pattern):
+        P.load(folder)
+
+
+def test_a_malicious_pickle_is_refused_unread_and_never_run(gpt2_parts, tmp_path):
+    folder = _folder(gpt2_parts[0], tmp_path, "bin")
+    marker = tmp_path / "ran.txt"
+    with open(folder / "pytorch_model.bin", "wb") as file:
+        pickle.dump({"transformer.wte.weight": _Payload(marker)}, file, protocol=2)
+    with pytest.raises(ValueError, match=E("pytorch_model.bin cannot be read as PyTorch weights (UnpicklingError")
+                       + ".*" + E("loaded with weights_only=True, which never runs code a pickle carries")):
+        P.load(folder)
+    assert not marker.exists()
+
+
+def _config(**changes):
+    return {**gpt2_config().to_dict(), **changes}
+
+
+def _llama(**changes):
+    return {**llama_config().to_dict(), **changes}
+
+
+def _state_of(config, seed=0):
+    torch.manual_seed(seed)
+    return minitfm.DecoderOnlyLM(config).state_dict()
+
+
+def _gpt2(n_layers=2, d_model=32, tie=True):
+    return minitfm.ModelConfig(vocab_size=VOCAB, d_model=d_model, n_heads=4, n_layers=n_layers, max_seq_len=64,
+                               norm="layer", pos="learned", ffn="gelu_tanh", scale_embeddings=False, pad_id=None,
+                               bos_id=VOCAB - 1, eos_id=VOCAB - 1, tie_embeddings=tie)
+
+
+def _a_file(t):
+    path = t / "f.txt"
+    path.write_text("x")
+    return path
+
+
+def _without_layer(state, layer):
+    return {k: v for k, v in state.items() if f".h.{layer}." not in k}
+
+
+_MISSING_CUDA = r"this machine has (no CUDA device|\d+ CUDA device)"
+
+# (what, call(hf, config, state, tmp_path), exception, pattern)
+BAD_ARGUMENTS = [
+    # folders and names
+    ("load a missing folder", lambda hf, c, s, t: P.load(t / "nowhere"), FileNotFoundError,
+     E("no folder") + ".*" + E("expected a checkpoint folder (config.json and its weights)")),
+    ("load a file", lambda hf, c, s, t: P.load(_a_file(t)), ValueError,
+     E("f.txt is a file, expected a checkpoint folder")),
+    ("load None", lambda hf, c, s, t: P.load(None), TypeError,
+     E("directory must be the path of a checkpoint folder (config.json and its weights) (str or pathlib.Path), got "
+       "NoneType")),
+    ("read_state_dict a file", lambda hf, c, s, t: P.read_state_dict(_a_file(t)), ValueError, E("is a file")),
+    ("read_config a missing folder", lambda hf, c, s, t: P.read_config(t / "x"), FileNotFoundError, E("no folder")),
+    ("from_pretrained an empty name", lambda hf, c, s, t: P.from_pretrained(""), ValueError,
+     E("name_or_path is empty")),
+    ("from_pretrained revision int", lambda hf, c, s, t: P.from_pretrained("gpt2", revision=3), TypeError,
+     E("revision must be None or a str (a branch, tag or commit), got int")),
+    ("from_pretrained a file", lambda hf, c, s, t: P.from_pretrained(_a_file(t)), ValueError,
+     E("f.txt is a file, expected a checkpoint folder")),
+    ("download a Path", lambda hf, c, s, t: P.download(t), TypeError,
+     E("name must be a Hub model name such as 'gpt2' (a non-empty str), got PosixPath")),
+    ("download revision a list", lambda hf, c, s, t: P.download("gpt2", revision=["main"]), TypeError,
+     E("revision must be None or a str (a branch, tag or commit), got list")),
+    ("from_pretrained a missing local path", lambda hf, c, s, t: P.from_pretrained(t / "ckpt"), FileNotFoundError,
+     E("a path is read locally and never looked up on the Hub")),
+    ("save_pretrained into a file", lambda hf, c, s, t: P.save_pretrained(minitfm.DecoderOnlyLM(_gpt2()), _a_file(t)),
+     ValueError, E("f.txt is a file, expected a folder to write config.json and model.safetensors into")),
+    ("save_pretrained to None", lambda hf, c, s, t: P.save_pretrained(minitfm.DecoderOnlyLM(_gpt2()), None),
+     TypeError, E("directory must be a folder's path (str or pathlib.Path), got NoneType")),
+    ("load_tokenizer a missing folder", lambda hf, c, s, t: P.load_tokenizer(t / "tok"), FileNotFoundError,
+     E("expected a folder holding GPT-2's vocab.json and merges.txt")),
+    ("load_tokenizer a file", lambda hf, c, s, t: P.load_tokenizer(_a_file(t)), ValueError, E("f.txt is a file")),
+    ("load_tokenizer None", lambda hf, c, s, t: P.load_tokenizer(None), TypeError, E("got NoneType")),
+    # dtype and device, checked before any file is read
+    ("dtype int64", lambda hf, c, s, t: P.load(t, dtype=torch.int64), ValueError,
+     E("dtype must be a floating-point torch.dtype (weights are real numbers), got torch.int64")),
+    ("dtype a str", lambda hf, c, s, t: P.load(t, dtype="float32"), TypeError,
+     E("dtype must be a torch.dtype such as torch.float32 or torch.bfloat16, got str 'float32'")),
+    ("dtype None", lambda hf, c, s, t: P.load(t, dtype=None), TypeError, E("got NoneType None")),
+    ("dtype bool", lambda hf, c, s, t: P.from_pretrained("gpt2", dtype=torch.bool), ValueError, E("got torch.bool")),
+    ("device unknown", lambda hf, c, s, t: P.load(t, device="gpu"), ValueError,
+     E("device 'gpu' is not a device torch knows")),
+    ("device a float", lambda hf, c, s, t: P.load(t, device=1.5), TypeError,
+     E("device must be None, a str such as 'cpu' or 'cuda:0', an int or a torch.device, got float 1.5")),
+    ("device True", lambda hf, c, s, t: P.load(t, device=True), TypeError, E("got bool True")),
+    ("device absent", lambda hf, c, s, t: P.load(t, device="cuda:99"), ValueError, _MISSING_CUDA),
+    ("from_transformers device", lambda hf, c, s, t: P.from_transformers(hf, device="tpu"), ValueError,
+     E("device 'tpu' is not a device torch knows")),
+    ("from_transformers a dict", lambda hf, c, s, t: P.from_transformers(s), TypeError,
+     E("hf_model must be a transformers model")),
+    # config.json values
+    ("no n_embd", lambda hf, c, s, t: P.config_from_hf({k: v for k, v in _config().items() if k != "n_embd"}),
+     ValueError,
+     
+     E("this gpt2 config.json lacks ['n_embd']: they give the model's sizes")),
+    ("n_embd a str", lambda hf, c, s, t: P.config_from_hf(_config(n_embd="32")), TypeError,
+     E("config.json: n_embd must be an int, got str '32'")),
+    ("n_layer a float", lambda hf, c, s, t: P.config_from_hf(_config(n_layer=2.0)), TypeError,
+     E("n_layer must be an int, got float 2.0")),
+    ("n_head a bool", lambda hf, c, s, t: P.config_from_hf(_config(n_head=True)), TypeError, E("got bool True")),
+    ("n_layer 0", lambda hf, c, s, t: P.config_from_hf(_config(n_layer=0)), ValueError,
+     E("n_layer must be >= 1, got 0")),
+    ("n_inner negative", lambda hf, c, s, t: P.config_from_hf(_config(n_inner=-4)), ValueError,
+     E("n_inner must be >= 1, got -4")),
+    ("epsilon a str", lambda hf, c, s, t: P.config_from_hf(_config(layer_norm_epsilon="1e-5")), ValueError,
+     E("config.json: layer_norm_epsilon must be a number > 0, got str '1e-5'")),
+    ("epsilon negative", lambda hf, c, s, t: P.config_from_hf(_config(layer_norm_epsilon=-1e-5)), ValueError,
+     E("got float -1e-05")),
+    ("eos a str", lambda hf, c, s, t: P.config_from_hf(_config(eos_token_id="96")), TypeError,
+     E("config.json: eos_token_id must be an int id (or a list of them), got str '96'")),
+    ("bos a bool", lambda hf, c, s, t: P.config_from_hf(_config(bos_token_id=True)), TypeError, E("got bool True")),
+    ("eos a list of str", lambda hf, c, s, t: P.config_from_hf(_config(eos_token_id=["96"])), TypeError,
+     E("got str '96'")),
+    ("pad negative", lambda hf, c, s, t: P.config_from_hf(_config(pad_token_id=-1)), ValueError,
+     E("pad_token_id=-1 is not an id of the vocabulary")),
+    ("llama without intermediate_size",
+     lambda hf, c, s, t: P.config_from_hf({k: v for k, v in _llama().items() if k != "intermediate_size"}), ValueError,
+     E("this llama config.json lacks ['intermediate_size']")),
+    ("llama kv heads 0", lambda hf, c, s, t: P.config_from_hf(_llama(num_key_value_heads=0)), ValueError,
+     E("num_key_value_heads must be >= 1, got 0")),
+    ("llama rope_theta 0", lambda hf, c, s, t: P.config_from_hf(_llama(rope_theta=0)), ValueError,
+     E("rope_theta must be a number > 0, got int 0")),
+    ("tie_word_embeddings a str", lambda hf, c, s, t: P.config_from_hf(_config(tie_word_embeddings="false")),
+     TypeError, E("config.json: tie_word_embeddings must be true or false, got str 'false'")),
+    ("activation a list", lambda hf, c, s, t: P.config_from_hf(_config(activation_function=["gelu"])), TypeError,
+     E("config.json: activation_function must be a str, got list ['gelu']")),
+    ("rope_scaling a str", lambda hf, c, s, t: P.config_from_hf(_llama(rope_scaling="linear")), TypeError,
+     E("config.json: rope_scaling must be an object (or null), got str 'linear'")),
+    ("rope factor a str", lambda hf, c, s, t: P.config_from_hf(_llama(rope_scaling={"rope_type": "linear",
+                                                                                     "factor": "2"})), ValueError,
+     E("config.json: rope_scaling['factor'] must be a number > 0, got '2'")),
+    ("model_type missing", lambda hf, c, s, t: P.family_of({"n_embd": 32}), ValueError, E("got model_type=None")),
+    ("family_of a list", lambda hf, c, s, t: P.family_of([("model_type", "gpt2")]), TypeError,
+     E("hf_config must be the dict of a config.json, got list")),
+    # to_minitfm
+    ("to_minitfm a list", lambda hf, c, s, t: P.to_minitfm(list(s.items()), c), TypeError,
+     E("state must be a dict of published tensor names -> tensor, got list")),
+    ("to_minitfm an int key", lambda hf, c, s, t: P.to_minitfm({**s, 0: torch.zeros(1)}, c), TypeError,
+     E("state's keys must be published tensor names (str), got int 0")),
+    ("to_minitfm a NumPy array", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.wte.weight": s[
+        "transformer.wte.weight"].numpy()}, c), TypeError,
+     E("state['transformer.wte.weight'] must be a torch.Tensor, got ndarray")),
+    ("to_minitfm integer weights", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.ln_f.bias": torch.zeros(
+        32, dtype=torch.long)}, c), TypeError, E("must be a floating-point tensor (weights), got dtype torch.int64")),
+    ("to_minitfm a config.json dict", lambda hf, c, s, t: P.to_minitfm(s, hf.config.to_dict()), TypeError,
+     E("config must be a minitfm ModelConfig (config_from_hf turns a config.json into one), got dict")),
+    ("c_attn with extra columns", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.h.1.attn.c_attn.weight":
+                                                                    torch.zeros(32, 100)}, c), ValueError,
+     E("transformer.h.1.attn.c_attn.weight has shape (32, 100); this config expects (32, 96)")),
+    ("c_attn bias with extra entries", lambda hf, c, s, t: P.to_minitfm({**s, "transformer.h.0.attn.c_attn.bias":
+                                                                         torch.zeros(100)}, c), ValueError,
+     E("transformer.h.0.attn.c_attn.bias has shape (100,); this config expects (96,)")),
+    ("a layer beyond the config", lambda hf, c, s, t: P.to_minitfm(
+        {**s, **{k.replace(".h.1.", ".h.2."): v for k, v in s.items() if ".h.1." in k}}, c), ValueError,
+     E("missing [] (0 keys), unexpected ['transformer.h.2.attn.c_attn.bias'") + ".*"
+     + E("; the config has n_layers=2, and layers [2] differ")),
+    ("a layer missing", lambda hf, c, s, t: P.to_minitfm(_without_layer(s, 1), c), ValueError,
+     E("missing ['transformer.h.1.attn.c_attn.bias'") + ".*" + E("the config has n_layers=2, and layers [1] differ")),
+    # to_hf
+    ("to_hf, fewer layers in the config", lambda hf, c, s, t: P.to_hf(_state_of(_gpt2(3)), _gpt2(2)), ValueError,
+     E("the minitfm state dict does not fit this config: missing [] (0 keys), unexpected ['layers.2.")
+     + ".*" + E("the config has n_layers=2, and layers [2] differ")),
+    ("to_hf, more layers in the config", lambda hf, c, s, t: P.to_hf(_state_of(_gpt2(2)), _gpt2(3)), ValueError,
+     E("missing ['layers.2.") + ".*" + E("unexpected [] (0 keys); the config has n_layers=3, and layers [2] differ")),
+    ("to_hf, a wider config", lambda hf, c, s, t: P.to_hf(_state_of(_gpt2()), _gpt2(d_model=64)), ValueError,
+     E("has shape (97, 32); this config expects (97, 64)")),
+    ("to_hf, a narrower config", lambda hf, c, s, t: P.to_hf(_state_of(_gpt2(d_model=64)), _gpt2()), ValueError,
+     E("has shape (97, 64); this config expects (97, 32)")),
+    ("to_hf a list", lambda hf, c, s, t: P.to_hf([], _gpt2()), TypeError,
+     E("state must be a dict of minitfm parameter names -> tensor, got list")),
+    ("to_hf a value not a tensor", lambda hf, c, s, t: P.to_hf({**_state_of(_gpt2()), "tok_emb.weight": [[0.0]]},
+                                                               _gpt2()), TypeError,
+     E("state['tok_emb.weight'] must be a torch.Tensor, got list")),
+    ("to_hf, an untied head under a tied config", lambda hf, c, s, t: P.to_hf(_state_of(_gpt2(tie=False)), _gpt2()),
+     ValueError, E("the config ties the output head to the token embedding, but lm_head.weight differs")),
+    ("to_hf config None", lambda hf, c, s, t: P.to_hf(_state_of(_gpt2()), None), TypeError,
+     E("config must be a minitfm ModelConfig")),
+    ("key_map a str", lambda hf, c, s, t: P.key_map("gpt2"), TypeError, E("config must be a minitfm ModelConfig")),
+    ("config_to_hf a dict", lambda hf, c, s, t: P.config_to_hf(hf.config.to_dict()), TypeError,
+     E("config must be a minitfm ModelConfig")),
+    ("model_family None", lambda hf, c, s, t: P.model_family(None), TypeError, E("got NoneType")),
+    # the conversion rules
+    ("split_fused_qkv a list", lambda hf, c, s, t: P.split_fused_qkv([[0.0] * 96] * 32, 32), TypeError,
+     E("weight must be a torch.Tensor, got list")),
+    ("split_fused_qkv d_model 0", lambda hf, c, s, t: P.split_fused_qkv(torch.zeros(32, 96), 0), ValueError,
+     E("d_model must be an int >= 1, got 0")),
+    ("split_fused_qkv d_model bool", lambda hf, c, s, t: P.split_fused_qkv(torch.zeros(1, 3), True), ValueError,
+     E("got True")),
+    ("split_fused_qkv 3-D", lambda hf, c, s, t: P.split_fused_qkv(torch.zeros(2, 32, 96), 32), ValueError,
+     E("expected shape (32, 96), got (2, 32, 96)")),
+    ("fuse_qkv a list", lambda hf, c, s, t: P.fuse_qkv([0.0], torch.zeros(1), torch.zeros(1)), TypeError,
+     E("q must be a torch.Tensor, got list")),
+    ("from_rotate_half a NumPy array", lambda hf, c, s, t: P.from_rotate_half(torch.zeros(8, 4).numpy(), 2), TypeError,
+     E("weight must be a torch.Tensor, got ndarray")),
+    ("from_rotate_half 0 heads", lambda hf, c, s, t: P.from_rotate_half(torch.zeros(8, 4), 0), ValueError,
+     E("n_heads must be a positive int, got 0")),
+    ("from_rotate_half heads bool", lambda hf, c, s, t: P.from_rotate_half(torch.zeros(8, 4), True), ValueError,
+     E("got True")),
+    ("from_rotate_half 3-D", lambda hf, c, s, t: P.from_rotate_half(torch.zeros(8, 4, 2), 2), ValueError,
+     E("shape (8, 4, 2) is not 2 heads of an even width")),
+    ("from_rotate_half no rows", lambda hf, c, s, t: P.from_rotate_half(torch.zeros(0, 4), 2), ValueError,
+     E("shape (0, 4) is not 2 heads of an even width")),
+    ("rotate_half_permutation odd", lambda hf, c, s, t: P.rotate_half_permutation(5), ValueError,
+     E("d_head must be an even int >= 2 (RoPE turns pairs), got 5")),
+    ("rotate_half_permutation 0", lambda hf, c, s, t: P.rotate_half_permutation(0), ValueError, E("got 0")),
+    ("rotate_half_permutation float", lambda hf, c, s, t: P.rotate_half_permutation(4.0), ValueError, E("got 4.0")),
+]
+
+
+@pytest.mark.parametrize("call, exception, pattern", [case[1:] for case in BAD_ARGUMENTS],
+                         ids=[case[0] for case in BAD_ARGUMENTS])
+def test_bad_arguments_get_clear_errors(gpt2_parts, tmp_path, call, exception, pattern):
+    with pytest.raises(exception, match=pattern):
+        call(*gpt2_parts, tmp_path)
+
+
+def test_a_checkpoint_in_shards_or_bin_loads_as_the_single_file(gpt2_parts, tmp_path):
+    hf = gpt2_parts[0]
+    tokens = torch.randint(0, VOCAB, (1, 10), generator=torch.Generator().manual_seed(6))
+    for fmt in ("safetensors", "bin", "shards"):
+        model = P.load(_folder(hf, tmp_path / fmt, fmt))
+        with torch.no_grad():
+            assert (model(tokens) - hf(tokens).logits).abs().max() <= TOL, fmt
+
+
+def test_a_bool_causal_mask_buffer_in_an_old_checkpoint_is_skipped(gpt2_parts):
+    _, config, state = gpt2_parts
+    old = {**state, "transformer.h.0.attn.bias": torch.ones(1, 1, 8, 8, dtype=torch.bool).tril()}
+    assert P.to_minitfm(old, config).keys() == P.to_minitfm(state, config).keys()
