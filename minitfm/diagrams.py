@@ -1,8 +1,8 @@
 """Diagrams of the book's concepts, drawn by matplotlib code (no image files, no network).
 
 Glossary: B batch, T length (T_max a KV cache's capacity, P a prompt's length), S source length,
-D d_model, H heads, Dh = D / H head dimension, d_k and d_v the key and value widths of one attention,
-V vocab_size, N blocks.
+D d_model, H heads, H_kv key/value heads (= H without grouped-query attention), Dh = D / H head dimension,
+d_k and d_v the key and value widths of one attention, V vocab_size, N blocks.
 
 Each function returns a ``matplotlib.figure.Figure`` that is open in pyplot, so a notebook shows it with
 ``fig = minitfm.diagrams.attention_diagram()`` then ``plt.show()`` (assign it: a bare call as a cell's last
@@ -11,10 +11,13 @@ The drawings are deterministic, take a fraction of a second and use matplotlib's
 
 Style, shared by all six: one canvas measured in inches (x to the right, y up); rounded boxes whose fill
 names the kind of step (Okabe-Ito hues, safe for colour-blind readers, and every box also says what it
-is in words); arrows for data flow; grey for tensors. Mask cells say "T" or "F" and hidden ones are
-hatched, heads differ by hatch as well as colour, so every figure also reads in greyscale.
+is in words); arrows for data flow; grey for tensors. Mask cells hold a check mark (True, may attend) or
+a cross (False, hidden), not the letters T and F (T is the length), and hidden cells are hatched; heads
+differ by hatch as well as colour, so every figure also reads in greyscale.
 """
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
@@ -71,15 +74,20 @@ def _arrow(ax, *points, label=None, at=0, dx=0.0, dy=0.08, ha="center", va="bott
         ax.text((x0 + x1) / 2 + dx, (y0 + y1) / 2 + dy, label, ha=ha, va=va, fontsize=FONT - 1)
 
 
+ALLOWED, HIDDEN = "\u2713", "\u2717"  # what a mask cell holds: a check mark (True) or a ballot cross (False)
+
+
 def _cell(ax, x, y, size, allowed=None, face="white", hatch=None, text=None, colour="black", boxed=False):
     """One square cell with its bottom-left corner at (x, y). ``allowed`` True/False draws a mask cell:
-    filled with "T", or white, hatched, with "F". ``boxed`` puts the text on white, above a hatch."""
+    filled, with a check mark, or white, hatched, with a cross. ``boxed`` puts the text on white, above a hatch."""
     if allowed is not None:
-        face, hatch, text, colour = ("#0072B2", None, "T", "white") if allowed else ("white", "///", "F", "black")
+        face, hatch, text, colour = (("#0072B2", None, ALLOWED, "white") if allowed
+                                     else ("white", "///", HIDDEN, "black"))
         boxed = not allowed
     ax.add_patch(Rectangle((x, y), size, size, facecolor=face, edgecolor=INK, hatch=hatch, linewidth=0.8))
     if text:
-        ax.text(x + size / 2, y + size / 2, text, ha="center", va="center", fontsize=FONT - 1, color=colour,
+        ax.text(x + size / 2, y + size / 2, text, ha="center", va="center", color=colour,
+                fontsize=FONT + 2 if allowed is not None else FONT - 1,  # a mark reads smaller than a letter
                 weight="bold" if allowed is not None else "normal",
                 bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none"} if boxed else None)
 
@@ -117,10 +125,23 @@ def _plus(ax, x, y, r=0.13):
     ax.text(x, y, "+", ha="center", va="center", fontsize=FONT + 1)
 
 
+def attention_grids(n: int = 4):
+    """The two (n, n) grids the attention diagram shades: made-up scores in [0, 1] (no ties within a row),
+    and the weights that a row softmax gives them, softmax(4 * score), so the drawing cannot show an order
+    that softmax could not produce. Returns (scores, weights) as lists of rows."""
+    scores = [[(3 * i + 5 * j) % 7 / 6 for j in range(n)] for i in range(n)]
+    weights = []
+    for row in scores:
+        e = [math.exp(4 * s) for s in row]
+        weights.append([v / sum(e) for v in e])
+    return scores, weights
+
+
 def attention_diagram():
     """Scaled dot-product attention, one head: X (T, D) -> q_proj, k_proj, v_proj -> Q, K (T, d_k) and
     V (T, d_v) -> scores Q K^T / sqrt(d_k) (T, T) -> softmax of each row -> weights (T, T) -> weights @ V
-    -> output (T, d_v). The grids are illustrations, not computed values."""
+    -> output (T, d_v). The score grid is made up; the weight grid is its row softmax (``attention_grids``),
+    each cell shaded by its weight, so the darkest score of a row is always that row's darkest weight."""
     fig, ax = _canvas(10, 4.4, "Scaled dot-product attention (one head)")
     _box(ax, 0.55, 2.3, 0.9, 0.7, "X\n(T, D)")
     for y, proj, name in ((3.3, "q_proj", "Q  (T, d_k)"), (2.3, "k_proj", "K  (T, d_k)"),
@@ -132,8 +153,8 @@ def attention_diagram():
     _box(ax, 4.75, 2.8, 1.25, 0.6, r"$QK^\top/\sqrt{d_k}$", "attention")
     _arrow(ax, (3.775, 3.3), (4.125, 3.0))
     _arrow(ax, (3.775, 2.3), (4.125, 2.6))
-    size, n = 0.26, 4
-    _grid(ax, 5.7, 2.8 + 2 * size, size, shade=[[(3 * i + 5 * j) % 7 / 6 for j in range(n)] for i in range(n)])
+    size, (scores, weights) = 0.26, attention_grids(4)
+    _grid(ax, 5.7, 2.8 + 2 * size, size, shade=scores)
     _note(ax, 6.22, 2.8 + 2 * size + 0.06, "scores (T, T)", va="bottom")
     _note(ax, 6.22, 2.8 - 2 * size - 0.06, "row = query,\ncolumn = key")
     _arrow(ax, (5.375, 2.8), (5.7, 2.8))
@@ -141,7 +162,7 @@ def attention_diagram():
     _note(ax, 7.5, 2.4, "a mask sets hidden\nscores to -inf\nbefore the softmax")
     _arrow(ax, (6.74, 2.8), (7.025, 2.8))
     _arrow(ax, (7.975, 2.8), (8.3, 2.8))
-    _grid(ax, 8.3, 2.8 + 2 * size, size, shade=[[0.9 if j == (i + 1) % n else 0.2 for j in range(n)] for i in range(n)])
+    _grid(ax, 8.3, 2.8 + 2 * size, size, shade=weights)  # the row softmax of the scores, shaded by its value
     _note(ax, 8.82, 2.8 + 2 * size + 0.06, "weights (T, T)", va="bottom")
     _note(ax, 8.82, 2.8 - 2 * size - 0.06, "each row\nsums to 1")
     _arrow(ax, (3.775, 0.9), (6.9, 0.9))
@@ -156,7 +177,7 @@ def mask_diagram():
     """Boolean masks, True = may attend: a padding mask (B, 1, 1, T) for a batch of two whose first
     sequence ends in two pads, a causal mask (1, T, T), and their logical and, which broadcasts to
     (B, 1, T, T) (shown for sequence 0)."""
-    fig, ax = _canvas(10, 4.1, "Masks: True (T) = may attend, False (F) = hidden")
+    fig, ax = _canvas(10, 4.1, f"Masks: True ({ALLOWED}) = may attend, False ({HIDDEN}) = hidden")
     tokens = [["the", "cat", "sat", "<pad>", "<pad>"], ["a", "dog", "ran", "far", "off"]]
     pad = [[token != "<pad>" for token in seq] for seq in tokens]
     t, size, top = 5, 0.38, 3.05
@@ -176,8 +197,8 @@ def mask_diagram():
         _note(ax, x0 + t * size / 2, top - t * size - 0.08, "row = query i, column = key j")
     ax.text(6.3, top - 2.5 * size, "=", ha="center", va="center", fontsize=FONT + 8)
     _note(ax, 5.0, top - 2.4, "Broadcasting: (B, 1, 1, T) & (1, T, T) → (B, 1, T, T). Each sequence's pad pattern is "
-          "repeated for every query,\nthe causal triangle for every sequence. A hidden (F) score becomes -inf "
-          "before the softmax, so its weight is 0.")
+          "repeated for every query,\nthe causal triangle for every sequence. "
+          f"A hidden ({HIDDEN}) score becomes -inf before the softmax, so its weight is 0. (B batch, T length)")
     return fig
 
 
@@ -335,8 +356,9 @@ def _pointer(ax, x, top, bottom, text):
 
 def kv_cache_diagram():
     """A KVCache during generation, in one attention layer: prefill writes the prompt's keys and values into
-    buffers preallocated at (B, H, T_max, Dh) and sets the length pointer; each decode step computes q, k, v
-    for one new token, writes k and v at the pointer, moves it on, and lets q attend to the filled part.
+    buffers preallocated at (B, H_kv, T_max, Dh) and sets the length pointer; each decode step computes q, k, v
+    from the new token's hidden state x at this layer (the block's normalised input in Pre-LN, not the token's
+    embedding), writes k and v at the pointer, moves it on, and lets q attend to the filled part.
     Q is never cached."""
     fig, ax = _canvas(10, 5.8, "KV cache: prefill, then a decode step (one layer's self-attention)")
     x0, size, t_max = 3.2, 0.5, 8
@@ -347,7 +369,7 @@ def kv_cache_diagram():
           "written at 0 .. P - 1", ha="left")
     _cache_rows(ax, x0, 4.95, size, t_max, filled=4)
     _pointer(ax, x0 + 4 * size, 5.0, 3.75, "length = 4")
-    _note(ax, 7.4, 4.9, "KVCache: k and v buffers of\nshape (B, H, T_max, Dh) and a\nlength pointer; one per "
+    _note(ax, 7.4, 4.9, "KVCache: k and v buffers of\nshape (B, H_kv, T_max, Dh) and\na length pointer; one per "
           "layer\n(LayerCache.self_attn)", ha="left")
     ax.text(0.15, 3.25, "2. decode step", fontsize=FONT, weight="bold", va="top")
     k_row, v_row = _cache_rows(ax, x0, 2.6, size, t_max, filled=4, new=4, names=False)
@@ -356,16 +378,16 @@ def kv_cache_diagram():
     _arrow(ax, (x0, k_row), (2.5, 2.05))
     _arrow(ax, (x0, v_row), (2.5, 1.65))
     tx, cell4 = 9.35, x0 + 4.5 * size
-    _box(ax, tx, 1.85, 1.1, 0.6, "x of the new\ntoken (B, 1, D)")
+    _box(ax, tx, 1.85, 1.1, 1.06, "x (B, 1, D):\nnew token's\nhidden state,\nafter this\nblock's norm")
     _box(ax, cell4 - 0.25, 3.0, 0.85, 0.34, "k_proj", "linear")
     _box(ax, cell4 - 0.25, 0.85, 0.85, 0.34, "v_proj", "linear")
     _box(ax, 7.7, 0.45, 0.85, 0.34, "q_proj", "linear")
-    _arrow(ax, (tx, 2.15), (tx, 3.0), (cell4 + 0.175, 3.0))
-    _arrow(ax, (tx, 1.55), (tx, 0.85), (cell4 + 0.175, 0.85))
+    _arrow(ax, (tx, 2.38), (tx, 3.0), (cell4 + 0.175, 3.0))
+    _arrow(ax, (tx, 1.32), (tx, 0.85), (cell4 + 0.175, 0.85))
     _arrow(ax, (tx, 0.85), (tx, 0.45), (8.125, 0.45))
     _arrow(ax, (cell4, 2.83), (cell4, 2.6))
     _arrow(ax, (cell4, 1.02), (cell4, v_row - size / 2))
     _arrow(ax, (7.275, 0.45), (1.45, 0.45), (1.45, 1.35), label="q (B, H, 1, Dh): used in this step, never cached",
            dx=0.4)
-    _note(ax, 7.35, 2.55, "the new k, v\n(B, H, 1, Dh) go\nin at length,\nthen length += 1", ha="left")
+    _note(ax, 7.35, 2.55, "the new k, v\n(B, H_kv, 1, Dh)\ngo in at length,\nthen length += 1", ha="left")
     return fig

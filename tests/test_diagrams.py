@@ -2,6 +2,8 @@ import io
 import itertools
 import time
 
+import torch
+
 import matplotlib
 import pytest
 
@@ -17,13 +19,13 @@ from minitfm import diagrams  # noqa: E402
 # Each diagram and words its labels must contain: the book's terms and the library's names.
 KEY_LABELS = {
     "attention_diagram": ["q_proj", "k_proj", "v_proj", "softmax", r"K^\top", r"\sqrt{d_k}", "(T, T)", "(T, D)"],
-    "mask_diagram": ["padding mask", "causal mask", "(B, 1, 1, T)", "(B, 1, T, T)", "<pad>", "T", "F"],
+    "mask_diagram": ["padding mask", "causal mask", "(B, 1, 1, T)", "(B, 1, T, T)", "<pad>", "\u2713", "\u2717"],
     "head_split_diagram": ["view", "transpose", "(B, T, H, Dh)", "(B, H, T, Dh)", "(B, T, D)", "out_proj"],
     "block_diagram": ["Post-LN", "Pre-LN", "norm", "FFN", "self-attention", "+", "final_norm"],
     "encoder_decoder_diagram": ["sqrt", "self-attention", "masked self-attention", "cross-attention", "FFN",
                                 "final_norm", "lm_head", "tied", "(B, S, D)", "(B, T, V)"],
-    "kv_cache_diagram": ["KVCache", "T_max", "(B, H, T_max, Dh)", "length", "prefill", "decode", "q_proj",
-                         "never cached"],
+    "kv_cache_diagram": ["KVCache", "T_max", "(B, H_kv, T_max, Dh)", "(B, H_kv, 1, Dh)", "(B, H, 1, Dh)", "length",
+                         "prefill", "decode", "q_proj", "never cached", "hidden state", "norm"],
 }
 NAMES = sorted(KEY_LABELS)
 
@@ -104,15 +106,53 @@ def test_no_text_is_clipped_or_overlaps_other_text(draw, name):
 
 
 def test_mask_cells_read_without_colour():
-    """Every mask cell says T or F in text, and hidden cells are hatched, so greyscale loses nothing."""
+    """Every mask cell holds a check mark or a cross, and hidden cells are hatched, so greyscale loses nothing."""
     fig = diagrams.mask_diagram()
     try:
         ax = fig.axes[0]
         cells = [p for p in ax.patches if type(p).__name__ == "Rectangle"]
-        letters = [t.get_text() for t in ax.texts if t.get_text() in ("T", "F")]
-        assert len(letters) == len(cells) > 0
+        marks = [t.get_text() for t in ax.texts if t.get_text() in (diagrams.ALLOWED, diagrams.HIDDEN)]
+        assert len(marks) == len(cells) > 0
         hatched = sum(bool(p.get_hatch()) for p in cells)
-        assert hatched == letters.count("F") > 0
+        assert hatched == marks.count(diagrams.HIDDEN) > 0
+    finally:
+        plt.close(fig)
+
+
+def test_mask_cells_do_not_reuse_the_letter_of_the_length():
+    """T is the length in (B, 1, 1, T): no cell, and no other label, may say T or F on its own (review D20)."""
+    fig = diagrams.mask_diagram()
+    try:
+        alone = [t.get_text() for t in _texts(fig) if t.get_text().strip() in ("T", "F", "True", "False")]
+        assert not alone, f"mask cells or labels that read as a bare letter: {alone}"
+    finally:
+        plt.close(fig)
+
+
+def _drawn_grid(fig, left, right):
+    """The shaded cells whose left edge lies in [left, right) inches, as rows (top first) of darkness,
+    1 - the relative luminance of the cell's face colour."""
+    cells = [p for p in fig.axes[0].patches if type(p).__name__ == "Rectangle" and left <= p.get_x() < right]
+    rows = {}
+    for p in cells:
+        r, g, b, _ = p.get_facecolor()
+        rows.setdefault(round(p.get_y(), 6), []).append((p.get_x(), 1 - (0.2126 * r + 0.7152 * g + 0.0722 * b)))
+    return [[dark for _, dark in sorted(row)] for _, row in sorted(rows.items(), reverse=True)]
+
+
+def test_attention_diagram_weights_are_the_row_softmax_of_its_scores():
+    """Review C12: the weight grid must be a softmax of the score grid, so it keeps each row's order."""
+    scores, weights = diagrams.attention_grids(4)
+    torch.testing.assert_close(torch.tensor(weights), torch.softmax(4 * torch.tensor(scores), dim=-1))
+    fig = diagrams.attention_diagram()
+    try:
+        drawn_scores, drawn_weights = _drawn_grid(fig, 5.0, 8.0), _drawn_grid(fig, 8.0, 10.0)
+        assert len(drawn_scores) == len(drawn_weights) == 4 and all(len(r) == 4 for r in drawn_scores + drawn_weights)
+        for i, (s, w) in enumerate(zip(drawn_scores, drawn_weights)):
+            order_s = sorted(range(4), key=lambda j: s[j])
+            order_w = sorted(range(4), key=lambda j: w[j])
+            assert order_s == order_w, f"row {i}: darkest score at {order_s[-1]}, darkest weight at {order_w[-1]}"
+            assert len(set(s)) == 4  # no ties, so the order is well defined
     finally:
         plt.close(fig)
 
