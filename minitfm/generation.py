@@ -116,6 +116,11 @@ def _check_inputs(model, prompt, max_new_tokens, src) -> None:
     if src is not None:
         check_token_ids(src, "src")
     check_positive_int(max_new_tokens, "max_new_tokens")
+    if prompt.device != next(model.parameters()).device:
+        raise ValueError(f"prompt is on {prompt.device}, the model on {next(model.parameters()).device}; "
+                         "move one with .to(device)")
+    if src is not None and src.device != prompt.device:
+        raise ValueError(f"src is on {src.device}, prompt on {prompt.device}; move one with .to(device)")
     if isinstance(model, EncoderDecoder) and src is None:
         raise ValueError("an EncoderDecoder needs the source: pass src=(B, S) token ids")
     if isinstance(model, DecoderOnlyLM) and src is not None:
@@ -171,6 +176,13 @@ def _prompt_valid(model, prompt: torch.Tensor, pad_id: int | None, prompt_mask=N
         if prompt_mask is not None:
             raise ValueError("every prompt row needs at least one real token: a row of prompt_mask is all False")
         raise ValueError(f"every prompt row needs at least one token that is not pad_id={pad_id} (start from <bos>)")
+    if not valid[:, -1].all():  # right padding: the next token would be predicted from a pad position
+        row = int((~valid[:, -1]).nonzero()[0, 0])
+        last = int(valid[row].nonzero()[-1, 0])
+        what = "prompt_mask" if prompt_mask is not None else f"the prompt (pad_id={pad_id})"
+        raise ValueError(f"{what} must be left-padded: row {row} has a pad at position {last + 1} after a real token "
+                         f"(its last real token is at position {last} of {prompt.shape[1]}); generation continues "
+                         f"from the last column, so pad on the left (a masked token between real ones is fine)")
     if isinstance(model, EncoderDecoder) and not valid.all():
         raise ValueError("EncoderDecoder prompts cannot be padded: give every row the same decoder prefix, "
                          "usually just <bos>")
@@ -212,7 +224,10 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         clock: the timer of ``step_times``: wall time by default; ``time.process_time`` counts only this
             process's CPU time, a steadier measure on a machine shared with other jobs.
         prompt_mask: (B, P) bool, ``True`` = real token; overrides ``prompt != pad_id`` (a model without a
-            padding token can still take a left-padded batch).
+            padding token can still take a left-padded batch). Padding goes on the left: a row whose last
+            column is not a real token (right padding) raises ``ValueError``, since the next token would be
+            predicted from a pad position; a masked token between real ones is hidden, as ``transformers``
+            hides it.
         decoder: a :class:`~minitfm.lean_decode.LeanDecoder` of ``model`` that the caller built
             (``LeanDecoder.build(model)``) and reuses across calls, saving the copy of the weights each call
             otherwise makes. Rebuild it after you change the model: a decoder whose model's modules or
@@ -226,6 +241,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     adapter, a quantised layer), runs every step through its modules, even when ``decoder`` is given.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
+    _check_flags(cache_cls, clock, use_cache=use_cache, return_logits=return_logits)
     _check_decoder(model, decoder, use_cache)
     eos_id, pad_id, fill_id = _special_ids(model, eos_id, pad_id)
     _check_sampling_args(processors, do_sample, generator)
@@ -235,6 +251,19 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
                       stacklevel=2)
     return _for_inference(model, _generate_loop, prompt, valid, max_new_tokens, src, processors, do_sample,
                           generator, eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder)
+
+
+def _check_flags(cache_cls=KVCache, clock=None, **flags) -> None:
+    """The flags are bools, ``cache_cls`` a KVCache class (KVCache, ConcatKVCache or a subclass), ``clock`` callable."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r:.40})")
+    if not (isinstance(cache_cls, type) and issubclass(cache_cls, KVCache)):
+        raise TypeError(f"cache_cls must be a cache class, KVCache or ConcatKVCache (not an instance), got "
+                        f"{cache_cls!r:.60}")
+    if clock is not None and not callable(clock):
+        raise TypeError(f"clock must be a function returning seconds (e.g. time.perf_counter), "
+                        f"got {type(clock).__name__}")
 
 
 def _check_decoder(model, decoder, use_cache: bool) -> None:
@@ -354,6 +383,7 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
         raise TypeError(f"length_penalty must be a float, got {type(length_penalty).__name__}")
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty}")
+    _check_flags(cache_cls, use_cache=use_cache)
     eos_id, pad_id, fill_id = _special_ids(model, eos_id, pad_id)
     valid = _prompt_valid(model, prompt, pad_id, prompt_mask)
     return _for_inference(model, _beam_loop, prompt, valid, max_new_tokens, num_beams, float(length_penalty), src,

@@ -234,7 +234,15 @@ class LeanDecoder:
 
         ``max_len`` sizes RoPE's table of rotations (the positions a step can reach: ``generate`` passes the
         prompt length plus the new tokens); without it the table starts small and grows when a step needs a
-        later position, so a decoder the caller keeps serves any length the model accepts."""
+        later position, so a decoder the caller keeps serves any length the model accepts. ``max_len`` must be
+        ``None`` or an int >= 1 (a bool or a float raises ``TypeError``); ``model`` must be an ``nn.Module``."""
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a DecoderOnlyLM (an nn.Module), got {type(model).__name__}")
+        if max_len is not None:
+            if isinstance(max_len, bool) or not isinstance(max_len, int):
+                raise TypeError(f"max_len must be an int or None, got {type(max_len).__name__} ({max_len!r:.40})")
+            if max_len < 1:
+                raise ValueError(f"max_len must be >= 1 (the positions a step can reach), got {max_len}")
         if refusal(model) is not None:
             return None
         return cls(model, max_len)

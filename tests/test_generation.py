@@ -1,5 +1,6 @@
 import itertools
 import math
+import re
 
 import pytest
 import torch
@@ -320,3 +321,81 @@ def test_unpadded_prompts_take_the_maskless_decode_step_and_match_recompute(pos,
     out = generate(model, prompt, 10, **kwargs)
     assert torch.equal(out.tokens, ref.tokens)
     torch.testing.assert_close(out.logits, ref.logits, atol=1e-5, rtol=1e-5)
+
+
+# ---- bad input: a clear error naming what was expected and what arrived (issue 34) ----
+
+RIGHT_MASK = torch.tensor([[True, True, True, False, False], [True] * 5])  # row 0 right-padded
+RIGHT_PROMPT = torch.tensor([[1, 5, 6, PAD, PAD], [1, 7, 8, 9, 3]])
+BAD_CALLS = [
+    ("right-padded prompt_mask", lambda m: generate(m, RIGHT_PROMPT, 3, prompt_mask=RIGHT_MASK), ValueError,
+     "prompt_mask must be left-padded: row 0 has a pad at position 3 after a real token (its last real token is at "
+     "position 2 of 5)"),
+    ("right-padded prompt_mask, no pad_id", lambda m: generate(lm(pad_id=None), RIGHT_PROMPT, 3, prompt_mask=RIGHT_MASK),
+     ValueError, "prompt_mask must be left-padded: row 0 has a pad at position 3"),
+    ("right-padded prompt_mask, beam search", lambda m: beam_search(m, RIGHT_PROMPT, 3, prompt_mask=RIGHT_MASK),
+     ValueError, "prompt_mask must be left-padded: row 0 has a pad at position 3"),
+    ("right-padded prompt, from pad_id", lambda m: generate(m, RIGHT_PROMPT, 3), ValueError,
+     f"the prompt (pad_id={PAD}) must be left-padded: row 0 has a pad at position 3 after a real token"),
+    ("right-padded prompt, beam search", lambda m: beam_search(m, RIGHT_PROMPT.flip(0), 3, num_beams=2), ValueError,
+     f"the prompt (pad_id={PAD}) must be left-padded: row 1 has a pad at position 3"),
+    ("prompt_mask int", lambda m: generate(m, padded_prompt(), 3, prompt_mask=(padded_prompt() != PAD).long()),
+     ValueError, "prompt_mask must be bool with the prompt's shape (2, 5), True = real token, got torch.int64 (2, 5)"),
+    ("prompt_mask wrong shape", lambda m: generate(m, padded_prompt(), 3, prompt_mask=torch.ones(2, 4, dtype=torch.bool)),
+     ValueError, "prompt_mask must be bool with the prompt's shape (2, 5), True = real token, got torch.bool (2, 4)"),
+    ("prompt_mask 1-D", lambda m: generate(m, padded_prompt(), 3, prompt_mask=torch.ones(5, dtype=torch.bool)),
+     ValueError, "prompt_mask must have 2 dimensions, got 1 with shape (5,)"),
+    ("prompt_mask a list", lambda m: generate(m, padded_prompt(), 3, prompt_mask=[[True] * 5] * 2), TypeError,
+     "prompt_mask must be a torch.Tensor, got list"),
+    ("max_new_tokens negative", lambda m: generate(m, padded_prompt(), -2), ValueError, "max_new_tokens must be >= 1, got -2"),
+    ("max_new_tokens bool", lambda m: generate(m, padded_prompt(), True), TypeError, "max_new_tokens must be an int, got bool"),
+    ("max_new_tokens float", lambda m: generate(m, padded_prompt(), 3.0), TypeError, "max_new_tokens must be an int, got float"),
+    ("beam: max_new_tokens bool", lambda m: beam_search(m, padded_prompt(), False), TypeError,
+     "max_new_tokens must be an int, got bool"),
+    ("prompt of bools", lambda m: generate(m, padded_prompt() > 0, 3), TypeError,
+     "prompt must hold integer token ids, got dtype torch.bool (expected torch.long or torch.int32)"),
+    ("prompt of floats", lambda m: generate(m, padded_prompt().float(), 3), ValueError,
+     "prompt must be a non-empty (B, P) tensor of token ids, got torch.float32 (2, 5)"),
+    ("prompt a list", lambda m: generate(m, [[1, 5, 6]], 3), TypeError, "prompt must be a torch.Tensor, got list"),
+    ("prompt 1-D", lambda m: generate(m, torch.tensor([1, 5, 6]), 3), ValueError, "prompt must have 2 dimensions, got 1"),
+    ("prompt empty", lambda m: generate(m, torch.zeros(1, 0, dtype=torch.long), 3), ValueError,
+     "prompt must be a non-empty (B, P) tensor of token ids, got torch.int64 (1, 0)"),
+    ("use_cache a str", lambda m: generate(m, padded_prompt(), 3, use_cache="yes"), TypeError,
+     "use_cache must be a bool, got str ('yes')"),
+    ("return_logits an int", lambda m: generate(m, padded_prompt(), 3, return_logits=1), TypeError,
+     "return_logits must be a bool, got int (1)"),
+    ("beam: use_cache an int", lambda m: beam_search(m, padded_prompt(), 3, use_cache=0), TypeError,
+     "use_cache must be a bool, got int (0)"),
+    ("do_sample an int", lambda m: generate(m, padded_prompt(), 3, do_sample=1), TypeError, "do_sample must be a bool, got int"),
+    ("generator an int", lambda m: generate(m, padded_prompt(), 3, generator=0), TypeError,
+     "generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)) or None, got int"),
+    ("eos_id a float", lambda m: generate(m, padded_prompt(), 3, eos_id=2.0), TypeError, "eos_id must be an int, got float"),
+    ("pad_id a bool", lambda m: generate(m, padded_prompt(), 3, pad_id=False), TypeError, "pad_id must be an int, got bool"),
+    ("cache_cls a str", lambda m: generate(m, padded_prompt(), 3, cache_cls="KVCache"), TypeError,
+     "cache_cls must be a cache class, KVCache or ConcatKVCache (not an instance), got 'KVCache'"),
+    ("beam: cache_cls not a cache", lambda m: beam_search(m, padded_prompt(), 3, cache_cls=dict), TypeError,
+     "cache_cls must be a cache class, KVCache or ConcatKVCache (not an instance), got <class 'dict'>"),
+    ("clock an int", lambda m: generate(m, padded_prompt(), 3, clock=3), TypeError,
+     "clock must be a function returning seconds (e.g. time.perf_counter), got int"),
+    ("prompt on another device", lambda m: generate(m, padded_prompt().to("meta"), 3), ValueError,
+     "prompt is on meta, the model on cpu; move one with .to(device)"),
+    ("src on a decoder-only model", lambda m: generate(m, padded_prompt(), 3, src=torch.tensor([[1, 2]] * 2)),
+     ValueError, "a DecoderOnlyLM has no encoder; do not pass src"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS])
+def test_bad_input_gets_a_named_error(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call(lm())
+
+
+def test_a_masked_token_between_real_ones_is_hidden_not_refused():
+    """Chapter 13's use: prompt_mask hides a token inside the prompt (what transformers does for a pad id in the
+    prompt); only a row that ends in padding is refused."""
+    model = lm(pad_id=None)
+    prompt = torch.tensor([[5, PAD, 7, 3, 6]])
+    hidden = generate(model, prompt, 4, eos_id=-1, prompt_mask=prompt != PAD, return_logits=True)
+    uncached = generate(model, prompt, 4, eos_id=-1, prompt_mask=prompt != PAD, return_logits=True, use_cache=False)
+    assert torch.equal(hidden.tokens, uncached.tokens)
+    torch.testing.assert_close(hidden.logits, uncached.logits, atol=1e-5, rtol=1e-5)

@@ -1,4 +1,5 @@
 import itertools
+import re
 import types
 from collections import Counter
 
@@ -450,3 +451,40 @@ def test_the_lean_step_uses_public_library_names():
     source = inspect.getsource(minitfm.lean_decode)
     assert "._fused" not in source and "._positions" not in source and "_float32_inv_freq" not in source
     assert fused_attention.__doc__ and Model.positions_from_mask.__doc__
+
+
+# ---- bad input to the builder and to generate's decoder= (issue 34) ----
+
+BAD_BUILDS = [
+    ("max_len 0", lambda: LeanDecoder.build(lm(), 0), ValueError, "max_len must be >= 1 (the positions a step can reach), got 0"),
+    ("max_len negative", lambda: LeanDecoder.build(lm(), -3), ValueError, "max_len must be >= 1 (the positions a step can reach), got -3"),
+    ("max_len bool", lambda: LeanDecoder.build(lm(), True), TypeError, "max_len must be an int or None, got bool (True)"),
+    ("max_len float", lambda: LeanDecoder.build(lm(), 8.0), TypeError, "max_len must be an int or None, got float (8.0)"),
+    ("max_len str", lambda: LeanDecoder.build(lm(), "8"), TypeError, "max_len must be an int or None, got str ('8')"),
+    ("model a str", lambda: LeanDecoder.build("model", 8), TypeError, "model must be a DecoderOnlyLM (an nn.Module), got str"),
+    ("model None", lambda: LeanDecoder.build(None), TypeError, "model must be a DecoderOnlyLM (an nn.Module), got NoneType"),
+    ("decoder of another model", lambda: generate(lm(), torch.tensor([[1, 5]]), 2, decoder=LeanDecoder.build(lm())),
+     ValueError, "decoder was built for another model: build one with LeanDecoder.build(model) for this model"),
+    ("decoder not a LeanDecoder", lambda: generate(lm(), torch.tensor([[1, 5]]), 2, decoder="lean"), TypeError,
+     "decoder must be a LeanDecoder (LeanDecoder.build(model)) or None, got str"),
+    ("decoder without a cache", lambda: (lambda m: generate(m, torch.tensor([[1, 5]]), 2, use_cache=False,
+                                                            decoder=LeanDecoder.build(m)))(lm()),
+     ValueError, "decoder= serves the cached decode steps; it needs use_cache=True"),
+    ("decoder of an encoder-decoder's call", lambda: generate(EncoderDecoder(ModelConfig.tiny()), torch.tensor([[1]]), 2,
+                                                                src=torch.tensor([[1, 5, 2]]), decoder=LeanDecoder.build(lm())),
+     ValueError, "decoder was built for another model"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", [c[1:] for c in BAD_BUILDS], ids=[c[0] for c in BAD_BUILDS])
+def test_the_builder_and_decoder_argument_refuse_bad_input(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+def test_a_decoder_built_with_max_len_none_or_an_int_still_serves_generate():
+    model = lm()
+    prompt = torch.tensor([[1, 5, 6]])
+    ref = generate(model, prompt, 5, eos_id=-1).tokens
+    for max_len in (None, 1, 8):
+        assert torch.equal(generate(model, prompt, 5, eos_id=-1, decoder=LeanDecoder.build(model, max_len)).tokens, ref)
