@@ -384,7 +384,7 @@ CASES = {
          (lambda lg, t, s, i: F.cross_entropy(lg.flatten(0, -2), t.flatten(), ignore_index=i), "smoothing is ignored")]),
     "check_noam": (
         noam_scratch,
-        [(m.buggy_noam_lr, "there is no warmup"),
+        [(m.training.buggy_noam_lr, "there is no warmup"),
          (lambda s, d, w: 0.0 if s == 0 else d ** -0.5 * max(s ** -0.5, s * w ** -1.5), r"use max\(\)"),
          (lambda s, d, w: 0.0 if s == 0 else min(s ** -0.5, s * w ** -1.5), "d_model\\^-0.5 factor is missing"),
          (lambda s, d, w: d ** -0.5 * min(s ** -0.5, s * w ** -1.5), "ZeroDivisionError.*\n  hint: 0 \\*\\* -0.5")]),
