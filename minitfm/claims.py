@@ -28,9 +28,12 @@ __all__ = ["VERDICTS", "judge", "seed_table", "verdict", "verdict_problems", "ve
 # these, printed with the qualifier "(a timing, this run)", for a speed that no assert can check because
 # another machine (or a busy one) legitimately gives another figure.
 VERDICTS: dict[str, str] = {
-    "confirmed": "the rule, as stated before the run, held on every seed (or repeat) of this run",
-    "mixed": "the rule held on some seeds and not on others: the run cannot settle it",
-    "contradicted": "the rule, as stated, failed on every seed of this run",
+    "confirmed": "the rule, as stated before the run, held: on every seed (or repeat) of this run, or by the "
+                 "decision the cell stated for the seeds together (an interval above the line, a majority)",
+    "mixed": "the run cannot settle it: the rule held on some seeds and not on others, or the interval over the "
+             "seeds straddles the line",
+    "contradicted": "the rule, as stated, failed: on every seed of this run, or by the stated decision over the "
+                    "seeds together",
     "refined": "the run supports a narrower or more precise form of the rule than the one people state",
     "not testable here": "the run could not produce the situation the rule is about (say, no run blew up), "
                          "so it says nothing either way",
