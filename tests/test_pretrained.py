@@ -329,13 +329,6 @@ BAD_CHECKPOINTS = [
 ]
 
 
-@pytest.mark.parametrize("call, exception, pattern", [case[1:] for case in BAD_CHECKPOINTS],
-                         ids=[case[0] for case in BAD_CHECKPOINTS])
-def test_bad_checkpoints_get_clear_errors(gpt2_parts, tmp_path, call, exception, pattern):
-    with pytest.raises(exception, match=pattern):
-        call(*gpt2_parts, tmp_path)
-
-
 def test_a_rule_that_gives_too_few_tensors_is_refused(gpt2_parts, monkeypatch):
     _, config, state = gpt2_parts
     monkeypatch.setattr(P, "split_fused_qkv", lambda t, d: [t[..., :d], t[..., d:2 * d]])  # drops v silently
@@ -836,9 +829,9 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("call, exception, pattern", [case[1:] for case in BAD_ARGUMENTS],
-                         ids=[case[0] for case in BAD_ARGUMENTS])
-def test_bad_arguments_get_clear_errors(gpt2_parts, tmp_path, call, exception, pattern):
+@pytest.mark.parametrize("call, exception, pattern", [case[1:] for case in BAD_CHECKPOINTS + BAD_ARGUMENTS],
+                         ids=[case[0] for case in BAD_CHECKPOINTS + BAD_ARGUMENTS])
+def test_bad_checkpoints_and_arguments_get_clear_errors(gpt2_parts, tmp_path, call, exception, pattern):
     with pytest.raises(exception, match=pattern):
         call(*gpt2_parts, tmp_path)
 
