@@ -1,4 +1,4 @@
-"""Byte-level BPE speed: minitfm.bpe's training and encoding, against the naive recount and Hugging Face.
+"""Byte-level BPE speed: minitfm.text.bpe_trainer's training and encoding, against the naive recount and Hugging Face.
 
 Usage:  taskset -c 1 python benchmarks/bpe_speed.py [--text FILE] [--chars 1000000] [--vocab-size 500]
                                                     [--naive-chars 50000] [--runs 3]
@@ -32,9 +32,9 @@ import time
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before tokenizers starts its thread pool
 
-from minitfm.bpe import train_bpe, train_bpe_naive  # noqa: E402
-from minitfm.bpe_files import token_text  # noqa: E402
-from minitfm.bpe_tokenizer import Tokenizer  # noqa: E402
+from minitfm.text.bpe_tokenizer import Tokenizer  # noqa: E402
+from minitfm.text.bpe_trainer import train_bpe, train_bpe_naive  # noqa: E402
+from minitfm.text.gpt2_files import token_text  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
 TRAIN_TARGET_S, ENCODE_TARGET_S = 5.0, 2.0

@@ -35,8 +35,8 @@ import torch  # noqa: E402
 
 from minitfm.config import ModelConfig  # noqa: E402
 from minitfm.data import CopyTask  # noqa: E402
-from minitfm.decoding import evaluate  # noqa: E402
 from minitfm.device import cpu_summary  # noqa: E402
+from minitfm.generation.greedy import evaluate  # noqa: E402
 from minitfm.models import EncoderDecoder  # noqa: E402
 from minitfm.params import count_params  # noqa: E402
 from minitfm.training import TrainConfig, set_seed, train  # noqa: E402

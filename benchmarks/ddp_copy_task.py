@@ -11,7 +11,7 @@ weights (they must agree to 1e-6; the script exits with status 1 if they do not)
     torchrun --standalone --nproc_per_node=2 benchmarks/ddp_copy_task.py --bucket-cap-mb 0.1
 
 torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; the process group reads them (``env://``).
-The worker logic is ``minitfm.distributed`` (the same code ``compare_data_parallel`` spawns from a notebook).
+The worker logic is ``minitfm.training.distributed`` (the same code ``compare_data_parallel`` spawns from a notebook).
 Each rank uses one thread; most of the wall time is starting the processes and importing torch (DDP also
 imports ``torch._dynamo``), not training. The script sets ``OMP_WAIT_POLICY=PASSIVE`` unless you set it.
 """
@@ -30,8 +30,8 @@ from datetime import timedelta  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from minitfm.device import set_threads  # noqa: E402
-from minitfm.distributed import (DataParallelSettings, check_distributed, make_report, train_rank,  # noqa: E402
-                                 train_reference)
+from minitfm.training.distributed import (DataParallelSettings, check_distributed, make_report, train_rank,  # noqa: E402
+                                          train_reference)
 
 TOLERANCE = 1e-6
 

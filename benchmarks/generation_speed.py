@@ -6,10 +6,10 @@ For the book's language-model configuration (``small_lm_config()``: ModelConfig.
 vocabulary) this generates ``--new-tokens`` tokens after a short prompt, greedily, four ways in one run:
 
 - ``recompute``: no cache, the whole prefix goes through the model's modules at every step;
-- ``modules``: :class:`minitfm.cache.KVCache`, every decode step through the same modules as ``recompute``;
-- ``concat``: :class:`minitfm.cache.ConcatKVCache`, which grows with ``torch.cat``, decode steps through
-  :class:`minitfm.lean_decode.LeanDecoder` (what ``generate`` does by default);
-- ``prealloc``: :class:`minitfm.cache.KVCache`, preallocated buffers and a length pointer, decode steps
+- ``modules``: :class:`minitfm.layers.kv_cache.KVCache`, every decode step through the same modules as ``recompute``;
+- ``concat``: :class:`minitfm.layers.kv_cache.ConcatKVCache`, which grows with ``torch.cat``, decode steps through
+  :class:`minitfm.generation.lean_decode.LeanDecoder` (what ``generate`` does by default);
+- ``prealloc``: :class:`minitfm.layers.kv_cache.KVCache`, preallocated buffers and a length pointer, decode steps
   through ``LeanDecoder`` (``generate``'s default).
 
 Two speed-ups answer two questions. ``recompute / modules`` is the **cache alone**: both run the same module
@@ -47,12 +47,12 @@ from _openmp import WAIT_POLICY, thread_counts  # noqa: E402  (sets OMP_WAIT_POL
 
 import torch  # noqa: E402
 
-from minitfm.cache import ConcatKVCache, KVCache  # noqa: E402
 from minitfm.device import cpu_summary  # noqa: E402
 from minitfm.generation import generate  # noqa: E402
-from minitfm.lean_decode import LeanDecoder  # noqa: E402
+from minitfm.generation.lean_decode import LeanDecoder  # noqa: E402
+from minitfm.layers.kv_cache import ConcatKVCache, KVCache  # noqa: E402
+from minitfm.lm.small_lm import small_lm_config  # noqa: E402
 from minitfm.models import DecoderOnlyLM  # noqa: E402
-from minitfm.small_lm import small_lm_config  # noqa: E402
 
 MODES = {"recompute": dict(use_cache=False), "modules": dict(cache_cls=KVCache),
          "concat": dict(cache_cls=ConcatKVCache), "prealloc": dict(cache_cls=KVCache)}

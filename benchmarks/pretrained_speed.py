@@ -38,7 +38,7 @@ import torch  # noqa: E402
 import minitfm  # noqa: E402
 from minitfm import pretrained  # noqa: E402
 from minitfm.device import cpu_summary  # noqa: E402
-from minitfm.lean_decode import LeanDecoder, refusal  # noqa: E402
+from minitfm.generation.lean_decode import LeanDecoder, refusal  # noqa: E402
 
 
 def bandwidth(repeats: int = 8, megabytes: int = 256) -> float:

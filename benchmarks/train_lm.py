@@ -1,8 +1,8 @@
 """Train the book's small language model on the grammar corpus and report loss and validity.
 
-Usage:  python benchmarks/train_lm.py [--steps 400] [--threads auto|N] [--save minitfm/assets/small_lm.pt]
+Usage:  python benchmarks/train_lm.py [--steps 400] [--threads auto|N] [--save minitfm/lm/assets/small_lm.pt]
 
-Recipe (all in :mod:`minitfm.small_lm`): 20,000 sentences from ``generate_sentences(seed=0)``,
+Recipe (all in :mod:`minitfm.lm.small_lm`): 20,000 sentences from ``generate_sentences(seed=0)``,
 ``small_lm_config()`` (ModelConfig.small_lm: 4 Pre-RMSNorm layers, d_model 128, RoPE, SwiGLU) and
 ``small_lm_train_config()`` (Adam, warmup + cosine, batches of 64 bucketed by length), model seed 0.
 Training rows pack sentences into 32-token rows (``lm_stream_rows``), so the model writes sentence after
@@ -25,9 +25,9 @@ from _openmp import WAIT_POLICY, thread_counts  # noqa: E402  (sets OMP_WAIT_POL
 import torch  # noqa: E402
 
 from minitfm.device import cpu_summary  # noqa: E402
-from minitfm.corpus import generate_sentences, validity  # noqa: E402
-from minitfm.text_metrics import distinct_n, repetition_rate  # noqa: E402
-from minitfm.small_lm import VALID_SEED, perplexity_and_loss, sample_texts, train_small_lm  # noqa: E402
+from minitfm.generation.text_metrics import distinct_n, repetition_rate  # noqa: E402
+from minitfm.lm.corpus import generate_sentences, validity  # noqa: E402
+from minitfm.lm.small_lm import VALID_SEED, perplexity_and_loss, sample_texts, train_small_lm  # noqa: E402
 from minitfm.training import save_checkpoint  # noqa: E402
 
 PROMPTS = ["the", "a", "some", "every", "many", "this", "these", "the cats", "a dog near", "the children that"]
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="default: small_lm_train_config().steps")
     parser.add_argument("--threads", default="auto", help="'auto' (fastest by measurement) or a thread count")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save", default=None, help="checkpoint path, e.g. minitfm/assets/small_lm.pt")
+    parser.add_argument("--save", default=None, help="checkpoint path, e.g. minitfm/lm/assets/small_lm.pt")
     args = parser.parse_args()
     print(f"machine: {cpu_summary()}; {WAIT_POLICY}")
     torch.set_num_threads(thread_counts(args.threads, lambda: train_small_lm(20, seed=args.seed), "20 training steps",

@@ -6,32 +6,44 @@ Conventions, stated once:
 - ``nn.Linear`` weights keep PyTorch's (out, in) layout;
 - RoPE rotates adjacent pairs of dimensions (x0, x1), (x2, x3), ... as in the RoFormer paper.
 
-Where each chapter's code lives (every module is also reachable as ``minitfm.<module>``, loaded on first use):
+Where each chapter's code lives. The library is split into packages by concern; a module is reachable as
+``minitfm.<package>.<module>`` (loaded on first use), and each package's docstring lists its modules:
 
 ====================================  ==============================================================
 Chapter                               Modules
 ====================================  ==============================================================
-1 Attention                           ``attention``
-2 Masks                               ``masks``, ``data`` (the training primer's batches)
-3 Multi-head attention                ``multihead``
-4 Positional information              ``positional``
-5 Residuals, norms, feed-forward      ``norms``, ``feedforward``, ``blocks``, ``params``
-6 The whole Transformer               ``config``, ``blocks``, ``models``, ``params``
-7 Training on the copy task           ``training``, ``data``, ``decoding``
-7b Training recipes                   ``training``
-7c Tokens and a language model        ``bpe`` (training BPE), ``bpe_tokenizer`` (encoding), ``bpe_files``,
-                                      ``corpus``, ``tokenizer``, ``small_lm``
-8 The KV cache                        ``cache``, ``memory``, ``generation``, ``lean_decode``
-9 Sampling                            ``sampling``, ``generation``, ``text_metrics``
-10 Debugging                          ``debugging``, ``precision``, ``activations``, ``experiment_log``
-11 Beyond the basic block             ``vision``, ``windows``, ``channel_attention``, ``moe``
-12 Beyond one machine                 ``tiled_attention``, ``distributed``, ``scale``, ``activations``
-13 Your code runs GPT-2               ``pretrained``, ``checkpoint_files``, ``bpe_tokenizer``
-14 Measuring a language model        ``evaluation`` (bits per byte, multiple choice, pass@k, intervals,
-                                      paired tests, sample sizes, contamination; its chapter is to come)
-every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``diagrams``, ``plotting``,
-                                      ``explorers``, ``static_explorers``, ``explorer_data``
+1 Attention                           ``layers.attention``, ``layers.attention_maps``
+2 Masks                               ``layers.masks``, ``data`` (the training primer's batches)
+3 Multi-head attention                ``layers.multihead``
+4 Positional information              ``layers.positional``
+5 Residuals, norms, feed-forward      ``layers.norms``, ``layers.feedforward``, ``layers.blocks``, ``params``
+6 The whole Transformer               ``config``, ``layers.blocks``, ``models``, ``params``
+7 Training on the copy task           ``training`` (``loop``, ``schedules``, ``losses``, ``checkpoint``), ``data``,
+                                      ``generation.greedy``
+7b Training recipes                   ``training.schedules``, ``training.loop``
+7c Tokens and a language model        ``text`` (``pretokenize``, ``bpe_trainer``, ``bpe_tokenizer``, ``gpt2_files``,
+                                      ``words``), ``lm`` (``corpus``, ``small_lm``)
+8 The KV cache                        ``layers.kv_cache``, ``generation`` (``decode_loop``, ``lean_decode``,
+                                      ``kv_memory``)
+9 Sampling                            ``generation`` (``sampling``, ``decode_loop``, ``beams``, ``text_metrics``)
+10 Debugging                          ``training`` (``debugging``, ``precision``, ``activation_memory``,
+                                      ``experiment_log``)
+11 Beyond the basic block             ``vision`` (``vit``, ``windows``, ``channel_attention``), ``layers.moe``
+12 Beyond one machine                 ``layers.tiled_attention``, ``training`` (``distributed``, ``scale``,
+                                      ``activation_memory``)
+13 Your code runs GPT-2               ``pretrained`` (``conventions``, ``weights``, ``files``, ``hub``),
+                                      ``text.bpe_tokenizer``
+14 Measuring a language model         ``evaluation`` (bits per byte, multiple choice, pass@k, intervals,
+                                      paired tests, sample sizes, contamination)
+every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``viz`` (plots, explorers,
+                                      diagrams)
 ====================================  ==============================================================
+
+The packages stand in layers that ``lint-imports`` checks (the contracts are in ``pyproject.toml``):
+``layers`` below ``models``, ``models`` below ``generation``, ``generation`` below ``training``, and ``lm``
+on top; no model code imports ``viz``, ``claims`` or ``exercises`` (nor matplotlib or ipywidgets). Modules
+that moved in version 0.2 fail with their new path: ``import minitfm.bpe`` raises
+``ImportError: minitfm.bpe moved to minitfm.text.bpe_trainer``.
 
 The top-level names (``__all__``):
 
@@ -42,28 +54,32 @@ The top-level names (``__all__``):
 - **Generation** (chapters 8-9): the KV caches, the logits processors, ``generate``, ``beam_search``,
   ``kv_cache_bytes``, ``WordTokenizer``, ``load_small_lm``.
 - **Tokens and published models** (chapters 7c and 13): ``train_bpe``, ``BPETokenizer``
-  (:class:`minitfm.bpe_tokenizer.Tokenizer`), ``from_pretrained``.
+  (:class:`minitfm.text.bpe_tokenizer.Tokenizer`), ``from_pretrained``.
 - **Beyond one machine** (chapter 12): ``tiled_attention``, ``online_softmax``, ``TileStats``.
 - **Book plumbing**, which the notebooks call and a model never needs: ``judge`` and ``seed_table`` (a
   claim's verdict over seeds), ``set_threads``, ``pick_device``, ``cpu_summary`` and ``fastest_threads``.
 
 Names that exist for one exercise or one optimisation stay in their modules: the deliberately wrong schedule
-``minitfm.training.buggy_noam_lr`` and ``minitfm.lean_decode.LeanDecoder`` (``generate`` uses it by itself).
+``minitfm.training.buggy_noam_lr`` and ``minitfm.generation.lean_decode.LeanDecoder`` (``generate`` uses it by itself).
 
 ``import minitfm`` loads torch and the model code only. Plots and explorers (matplotlib, ipywidgets), the BPE
 code (regex) and the published-model loader (transformers, safetensors, huggingface_hub, inside
 ``minitfm.pretrained``) load on first use: ``minitfm.from_pretrained``, ``minitfm.BPETokenizer``,
-``minitfm.train_bpe``, ``minitfm.load_small_lm`` and every ``minitfm.<module>`` import their module when
+``minitfm.train_bpe``, ``minitfm.load_small_lm`` and every ``minitfm.<package>`` import their module when
 first touched.
 """
 import importlib
 import pkgutil
 
+from minitfm import _moved
+
+_moved.install()  # before anything else: `import minitfm.text.bpe_trainer` names the module's new path
+
 # Layers (chapters 1-5)
-from .attention import scaled_dot_product_attention
-from .masks import causal_mask, combine_masks, padding_mask
-from .multihead import MultiHeadAttention
-from .positional import (
+from minitfm.layers.attention import scaled_dot_product_attention
+from minitfm.layers.masks import causal_mask, combine_masks, padding_mask
+from minitfm.layers.multihead import MultiHeadAttention
+from minitfm.layers.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
@@ -71,14 +87,14 @@ from .positional import (
     alibi_slopes,
     sinusoidal_encoding,
 )
-from .norms import RMSNorm, make_norm
-from .feedforward import FeedForward, SwiGLU, make_ffn, swiglu_hidden_size
+from minitfm.layers.norms import RMSNorm, make_norm
+from minitfm.layers.feedforward import FeedForward, SwiGLU, make_ffn, swiglu_hidden_size
 # Models and training (chapters 6 and 7)
-from .config import ModelConfig
-from .blocks import DecoderBlock, EncoderBlock, LayerCache
-from .models import DecoderOnlyLM, EncoderDecoder, Intermediates
-from .params import count_params, estimate_params
-from .data import (
+from minitfm.config import ModelConfig
+from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
+from minitfm.models import DecoderOnlyLM, EncoderDecoder, Intermediates
+from minitfm.params import count_params, estimate_params
+from minitfm.data import (
     Batch,
     CopyTask,
     bucket_batches,
@@ -89,7 +105,7 @@ from .data import (
     random_batches,
     shift_right,
 )
-from .training import (
+from minitfm.training import (
     History,
     TrainConfig,
     label_smoothed_cross_entropy,
@@ -100,29 +116,29 @@ from .training import (
     train,
     warmup_cosine_lr,
 )
-from .decoding import evaluate, exact_match, greedy_decode, token_accuracy
+from minitfm.generation.greedy import evaluate, exact_match, greedy_decode, token_accuracy
 # Generation (chapters 8 and 9)
-from .cache import ConcatKVCache, KVCache
-from .sampling import LogitsProcessor, RepetitionPenalty, Temperature, TopK, TopP, apply_processors
-from .generation import BeamSearchOutput, GenerationOutput, beam_search, generate
-from .memory import kv_cache_bytes
-from .tokenizer import WordTokenizer
+from minitfm.layers.kv_cache import ConcatKVCache, KVCache
+from minitfm.generation.sampling import LogitsProcessor, RepetitionPenalty, Temperature, TopK, TopP, apply_processors
+from minitfm.generation import BeamSearchOutput, GenerationOutput, beam_search, generate
+from minitfm.generation.kv_memory import kv_cache_bytes
+from minitfm.text.words import WordTokenizer
 # Beyond one machine (chapter 12)
-from .tiled_attention import TileStats, online_softmax, tiled_attention
+from minitfm.layers.tiled_attention import TileStats, online_softmax, tiled_attention
 # Book plumbing: verdicts over seeds, threads and devices (every notebook calls set_threads)
-from .claims import judge, seed_table
-from .device import cpu_summary, fastest_threads, pick_device, set_threads
+from minitfm.claims import judge, seed_table
+from minitfm.device import cpu_summary, fastest_threads, pick_device, set_threads
 
-# Every submodule, loaded on first attribute access: ``minitfm.plotting.plot_attention``.
+# Every package and module, loaded on first attribute access: ``minitfm.viz.plotting.plot_attention``.
 _LAZY_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 # Top-level names whose module is loaded on first access (it needs regex, or loads a checkpoint, or is big):
 # name -> (module, attribute).
 _LAZY_NAMES = {
-    "load_small_lm": ("small_lm", "load_small_lm"),
-    "train_bpe": ("bpe", "train_bpe"),
-    "BPETokenizer": ("bpe_tokenizer", "Tokenizer"),
-    "from_pretrained": ("pretrained", "from_pretrained"),
+    "load_small_lm": ("lm.small_lm", "load_small_lm"),
+    "train_bpe": ("text.bpe_trainer", "train_bpe"),
+    "BPETokenizer": ("text.bpe_tokenizer", "Tokenizer"),
+    "from_pretrained": ("pretrained.hub", "from_pretrained"),
 }
 
 
@@ -150,6 +166,8 @@ def __getattr__(name):
         return value
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _moved.MOVED:
+        raise AttributeError(_moved.moved_message(name))
     if name == "__version__":
         globals()["__version__"] = version = _version()
         return version

@@ -16,10 +16,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from ._checks import check_choice, check_number, check_positive_int, check_probability
-from .attention import IMPLEMENTATIONS
-from .feedforward import FFN_KINDS, swiglu_hidden_size
-from .norms import NORMS
+from minitfm._checks import check_choice, check_number, check_positive_int, check_probability
+from minitfm.layers.attention import IMPLEMENTATIONS
+from minitfm.layers.feedforward import FFN_KINDS, swiglu_hidden_size
+from minitfm.layers.norms import NORMS
 
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
 

@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Sequence
 
 import torch
 
-from ._checks import check_number, check_positive_int, check_tensor, check_token_ids
+from minitfm._checks import check_number, check_positive_int, check_tensor, check_token_ids
 
 
 @dataclass

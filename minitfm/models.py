@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
-from .blocks import DecoderBlock, EncoderBlock, LayerCache
-from .cache import KVCache
-from .config import ModelConfig
-from .masks import causal_mask, padding_mask
-from .norms import make_norm
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
+from minitfm._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
+from minitfm.config import ModelConfig
+from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
+from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.masks import causal_mask, padding_mask
+from minitfm.layers.norms import make_norm
+from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
 
 
 @dataclass

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from torch import nn
 
-from .config import ModelConfig
-from .feedforward import FeedForward, SwiGLU
-from .multihead import MultiHeadAttention
-from .norms import RMSNorm
-from .positional import LearnedPositionalEmbedding
+from minitfm.config import ModelConfig
+from minitfm.layers.feedforward import FeedForward, SwiGLU
+from minitfm.layers.multihead import MultiHeadAttention
+from minitfm.layers.norms import RMSNorm
+from minitfm.layers.positional import LearnedPositionalEmbedding
 
 PARTS = ("embeddings", "attention", "ffn", "norms", "head")
 MODEL_KINDS = ("decoder_only", "encoder_decoder")

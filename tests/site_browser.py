@@ -1,4 +1,4 @@
-"""Helpers for the browser tests (tests/test_site.py, tests/test_static_explorers.py).
+"""Helpers for the browser tests (tests/book/test_site.py, tests/viz/test_static_explorers.py).
 
 Playwright for Python (sync API) drives the system's Chromium through ``executable_path``: Playwright's
 own browser download is never used (``playwright install`` is not needed). ``browser_unavailable()``

@@ -9,10 +9,10 @@ import torch
 
 import minitfm
 from minitfm import (
-    DecoderOnlyLM, EncoderDecoder, FeedForward, KVCache, ModelConfig, MultiHeadAttention, RMSNorm,
-    RepetitionPenalty, RotaryEmbedding, SwiGLU, TrainConfig, combine_masks, generate, greedy_decode, load_checkpoint,
-    make_norm, noam_lr, save_checkpoint, scaled_dot_product_attention, train, warmup_cosine_lr,
-)
+                     DecoderOnlyLM, EncoderDecoder, FeedForward, KVCache, ModelConfig, MultiHeadAttention, RMSNorm,
+                     RepetitionPenalty, RotaryEmbedding, SwiGLU, TrainConfig, combine_masks, generate, greedy_decode, load_checkpoint,
+                     make_norm, noam_lr, save_checkpoint, scaled_dot_product_attention, train, warmup_cosine_lr,
+                     )
 
 NAN = float("nan")
 
@@ -227,7 +227,7 @@ def test_checkpoint_round_trip_keeps_the_dtype_bit_for_bit(tmp_path, dtype):
 
 # ---- explorers ------------------------------------------------------------------------------------------
 def test_explorers_refuse_bad_sizes():
-    se = minitfm.static_explorers
+    se = minitfm.viz.static_explorers
     with pytest.raises(ValueError, match="tokens must have 2 dimensions"):
         se.static_mask_explorer(torch.tensor([3, 4, 0]))
     with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
@@ -237,7 +237,7 @@ def test_explorers_refuse_bad_sizes():
 def test_helpers_that_used_to_crash_or_accept_garbage():
     from minitfm import count_params, estimate_params, evaluate, pad_sequences, set_seed, shift_right
     from minitfm.data import padding_fraction
-    from minitfm.debugging import grad_norms
+    from minitfm.training.debugging import grad_norms
 
     with pytest.raises(TypeError, match="positions must be a torch.Tensor, got list"):
         minitfm.sinusoidal_encoding([0, 1], 4)
@@ -267,9 +267,11 @@ def test_save_checkpoint_into_a_missing_folder_names_it(tmp_path):
 
 
 def test_second_sweep_of_helpers():
-    from minitfm import corpus, memory, moe
-    from minitfm.activations import SavedTensorMeter
-    from minitfm.debugging import check_causality, overfit_one_batch
+    from minitfm.generation import kv_memory as memory
+    from minitfm.layers import moe
+    from minitfm.lm import corpus
+    from minitfm.training.activation_memory import SavedTensorMeter
+    from minitfm.training.debugging import check_causality, overfit_one_batch
 
     with pytest.raises(TypeError, match=r"x has dtype float16 but MoEFeedForward's weights are float32"):
         moe.MoEFeedForward(8, n_experts=2, top_k=1)(torch.randn(2, 3, 8).half())

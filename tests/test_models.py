@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from minitfm.cache import ConcatKVCache, KVCache
 from minitfm.config import POSITIONS, ModelConfig
+from minitfm.layers.kv_cache import ConcatKVCache, KVCache
 from minitfm.models import DecoderOnlyLM, EncoderDecoder, Intermediates
 
 VARIANTS = [(pos, norm_first, kv) for pos in POSITIONS for norm_first in (True, False) for kv in (4, 2)]
@@ -181,7 +181,7 @@ def test_bfloat16_model_matches_float32_model(pos):
 
 def test_layers_trust_the_model_but_check_direct_calls():
     from minitfm._checks import inputs_trusted
-    from minitfm.multihead import MultiHeadAttention
+    from minitfm.layers.multihead import MultiHeadAttention
 
     torch.manual_seed(0)
     model = DecoderOnlyLM(ModelConfig.tiny())

@@ -49,10 +49,10 @@ def test_import_minitfm_stays_light():
 
 
 def test_lazy_names_are_the_modules_objects():
-    from minitfm.bpe import train_bpe
-    from minitfm.bpe_tokenizer import Tokenizer
+    from minitfm.lm.small_lm import load_small_lm
     from minitfm.pretrained import from_pretrained
-    from minitfm.small_lm import load_small_lm
+    from minitfm.text.bpe_tokenizer import Tokenizer
+    from minitfm.text.bpe_trainer import train_bpe
 
     assert minitfm.BPETokenizer is Tokenizer and minitfm.train_bpe is train_bpe
     assert minitfm.from_pretrained is from_pretrained and minitfm.load_small_lm is load_small_lm
@@ -63,7 +63,7 @@ def test_lazy_names_are_the_modules_objects():
 
 def test_exercise_and_optimisation_internals_stay_in_their_modules():
     assert "buggy_noam_lr" not in minitfm.__all__ and "LeanDecoder" not in minitfm.__all__
-    from minitfm.lean_decode import LeanDecoder  # noqa: F401
+    from minitfm.generation.lean_decode import LeanDecoder  # noqa: F401
     from minitfm.training import buggy_noam_lr  # noqa: F401
 
 
@@ -127,8 +127,8 @@ def test_model_code_does_not_import_plotting_or_widgets():
 
 
 def test_plotting_modules_load_on_first_use():
-    assert minitfm.plotting.plot_attention.__module__ == "minitfm.plotting"
-    assert hasattr(minitfm.static_explorers, "static_attention_explorer")
+    assert minitfm.viz.plotting.plot_attention.__module__ == "minitfm.viz.plotting"
+    assert hasattr(minitfm.viz.static_explorers, "static_attention_explorer")
 
 
 def test_set_threads_uses_the_default_unless_the_environment_overrides_it(monkeypatch):

@@ -80,7 +80,7 @@ for dir in "$STAGE/widgets/@jupyter-widgets" "$STAGE/widgets/@jupyter-widgets/ht
   cp "$HM"/*.woff2 "$HM"/*.woff "$dir/"
 done
 cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/dev/null || true
-# axe-core is for the site test only (tests/test_site.py injects it into each page to audit
+# axe-core is for the site test only (tests/book/test_site.py injects it into each page to audit
 # accessibility); it goes next to the site, not into it.
 mkdir -p _build/test_assets
 cp "$MODULES/axe-core/axe.min.js" "$MODULES/axe-core/LICENSE" _build/test_assets/

@@ -3,7 +3,7 @@
     python tools/crossrefs.py                 # every notebook and book page; exit 1 and list the problems
     python tools/crossrefs.py notebooks/07_training.ipynb book/instructors.md
 
-The rules (``tests/test_crossrefs.py`` runs them over the whole book):
+The rules (``tests/book/test_crossrefs.py`` runs them over the whole book):
 
 - In Markdown (notebook Markdown cells, the pages of ``book/``), a reference to another chapter or exercise
   is a link, and its text says what its target is: ``[chapter 7](07_training.ipynb)`` must point at the

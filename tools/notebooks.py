@@ -8,7 +8,8 @@
     python tools/notebooks.py commonmark [NB ...]    # rewrite MyST-only Markdown so Colab/Jupyter render it too
 
 The set-up cell installs minitfm from the repository when it is not importable (Colab) and does nothing
-elsewhere. The repository URL comes from one place: ``repository.url`` in ``_config.yml``.
+elsewhere. The repository URL comes from one place: ``repository.url`` in ``_config.yml``; the release it
+installs (the tag ``v<version>``) from ``pyproject.toml``'s version, so a saved notebook keeps its library.
 
 The students' edition keeps exercises, stubs, check cells and outputs, and removes every solution:
 - a Markdown block `````{admonition} Solution`` (any fence of 3+ backticks or colons, up to its closing
@@ -50,12 +51,22 @@ def repository_url() -> str:
     return match.group(1).strip("'\"")
 
 
+def library_version() -> str:
+    """minitfm's version from pyproject.toml: the set-up cell installs the release the notebook was written for."""
+    match = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    if not match:
+        raise SystemExit("pyproject.toml has no version")
+    return match.group(1)
+
+
 def setup_source() -> str:
+    # Pinned to the release tag, so that a notebook saved today keeps the library it was written for (a later
+    # release may move a module: minitfm/_moved.py).
     return (
         f"{SETUP_MARKER}: install the library when it is missing (Colab); does nothing elsewhere.\n"
         "import importlib.util, sys\n"
         'if importlib.util.find_spec("minitfm") is None:\n'
-        f'    %pip install -q "minitfm @ git+{repository_url()}"\n'
+        f'    %pip install -q "minitfm @ git+{repository_url()}@v{library_version()}"\n'
         'if "google.colab" in sys.modules:  # Colab needs this to show ipywidgets 8 sliders\n'
         "    from google.colab import output\n"
         "    output.enable_custom_widget_manager()"

@@ -1,6 +1,6 @@
 """The book's own English prose as one plain-text corpus: a frozen snapshot for chapter 7c to train on.
 
-    python tools/prose_corpus.py            # rewrites minitfm/assets/book_prose.txt and book_prose.json
+    python tools/prose_corpus.py            # rewrites minitfm/lm/assets/book_prose.txt and book_prose.json
 
 Sources, in this order: the Markdown cells of every notebook in ``notebooks/`` (sorted by file name; not
 chapter 7c, which trains on the result), then the pages ``book/intro.md``, ``book/how_to_use.md``,
@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT_TEXT = ROOT / "minitfm" / "assets" / "book_prose.txt"
-OUT_INDEX = ROOT / "minitfm" / "assets" / "book_prose.json"
+OUT_TEXT = ROOT / "minitfm" / "lm" / "assets" / "book_prose.txt"
+OUT_INDEX = ROOT / "minitfm" / "lm" / "assets" / "book_prose.json"
 PAGES = ("book/intro.md", "book/how_to_use.md", "book/instructors.md", "book/glossary.md")
 EXCLUDE = ("07c_tokens.ipynb",)
 HEADER = "<|source|> "

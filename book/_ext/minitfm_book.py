@@ -7,7 +7,7 @@
 2. The site serves MathJax, RequireJS and the widgets' HTML manager itself (no CDN).  They are
    staged by ``tools/build_book.sh`` (into the folder ``html_extra_path`` names); if someone runs ``jupyter-book build`` directly without
    them, say so plainly instead of publishing pages whose math and widgets cannot load.
-3. Accessibility (the axe-core audit in tests/test_site.py): docutils writes the bibliography as
+3. Accessibility (the axe-core audit in tests/book/test_site.py): docutils writes the bibliography as
    ``<div role="list" class="citation-list">`` whose children are not list items (axe
    aria-required-children) and each entry with the deprecated role ``doc-biblioentry`` (axe
    aria-deprecated-role).  Both roles are dropped from the page; the entries stay plain ``<div>``s.

@@ -22,14 +22,14 @@ Only the standard library, numpy and torch are imported (no scipy), so ``import 
 Every function that draws random numbers takes ``rng`` (a ``numpy.random.Generator`` or an int seed) and has no
 default, so each result can be repeated.
 """
-from .perplexity import BitsPerByte, bits_per_byte, model_bits_per_byte, next_token_log_probs, utf8_length
-from .contamination import Overlap, ngram_overlap, normalized_words, word_ngrams
-from .intervals import bootstrap_distribution, bootstrap_interval, wilson_interval
-from .multiple_choice import (ChoiceScores, choice_scores, continuation_log_probs, multiple_choice_metrics,
-                              score_choices)
-from .paired import McNemar, PairedBootstrap, discordant_counts, mcnemar_chi2, mcnemar_exact, paired_bootstrap
-from .generative import exact_match, mean_pass_at_k, naive_pass_at_k, pass_at_k
-from .sample_size import items_for_paired, items_for_two_proportions
+from minitfm.evaluation.contamination import Overlap, ngram_overlap, normalized_words, word_ngrams
+from minitfm.evaluation.generative import exact_match, mean_pass_at_k, naive_pass_at_k, pass_at_k
+from minitfm.evaluation.intervals import bootstrap_distribution, bootstrap_interval, wilson_interval
+from minitfm.evaluation.multiple_choice import (ChoiceScores, choice_scores, continuation_log_probs, multiple_choice_metrics,
+                                                score_choices)
+from minitfm.evaluation.paired import McNemar, PairedBootstrap, discordant_counts, mcnemar_chi2, mcnemar_exact, paired_bootstrap
+from minitfm.evaluation.perplexity import BitsPerByte, bits_per_byte, model_bits_per_byte, next_token_log_probs, utf8_length
+from minitfm.evaluation.sample_size import items_for_paired, items_for_two_proportions
 
 __all__ = [
     "BitsPerByte", "bits_per_byte", "model_bits_per_byte", "next_token_log_probs", "utf8_length",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from ._validate import check_count, check_probability
+from minitfm.evaluation._validate import check_count, check_probability
 
 __all__ = ["normalized_words", "word_ngrams", "Overlap", "ngram_overlap"]
 

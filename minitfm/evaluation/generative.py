@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import check_count, check_same_length
+from minitfm.evaluation._validate import check_count, check_same_length
 
 __all__ = ["exact_match", "pass_at_k", "mean_pass_at_k", "naive_pass_at_k"]
 

@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ._validate import as_generator, check_confidence, check_count, check_scores
+from minitfm.evaluation._validate import as_generator, check_confidence, check_count, check_scores
 
 __all__ = ["wilson_interval", "bootstrap_distribution", "bootstrap_interval"]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._validate import check_count
-from .perplexity import next_token_log_probs
+from minitfm.evaluation._validate import check_count
+from minitfm.evaluation.perplexity import next_token_log_probs
 
 __all__ = ["ChoiceScores", "choice_scores", "multiple_choice_metrics", "continuation_log_probs",
            "score_choices"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_generator, check_confidence, check_correct, check_count, check_same_length, check_scores
+from minitfm.evaluation._validate import as_generator, check_confidence, check_correct, check_count, check_same_length, check_scores
 
 __all__ = ["PairedBootstrap", "paired_bootstrap", "McNemar", "discordant_counts", "mcnemar_exact", "mcnemar_chi2"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ._validate import check_count, check_real
+from minitfm.evaluation._validate import check_count, check_real
 
 __all__ = ["BitsPerByte", "utf8_length", "bits_per_byte", "next_token_log_probs", "model_bits_per_byte"]
 

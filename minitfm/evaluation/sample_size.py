@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from ._validate import check_probability, check_real
+from minitfm.evaluation._validate import check_probability, check_real
 
 __all__ = ["items_for_two_proportions", "items_for_paired"]
 

@@ -10,23 +10,21 @@ reference code. A function that raises ``NotImplementedError`` (the notebook's s
 "not implemented yet". Set ``MINITFM_CHECK_LOG=path`` to append every verdict to ``path`` as a JSON line
 (an absolute path: a notebook kernel runs in its own folder; ``tools/grade.py`` does this to grade a class).
 """
-from ._core import CheckResult
-from .attention import check_attention
-from .beam import check_beam_step
-from .bpe import check_apply_merge, check_count_pairs, check_encode_by_rank
-from .cache import check_kv_cache_update
-from .debugging import check_causality_detector, check_first_nonfinite
-from .feedforward import check_swiglu
-from .heads import check_merge_heads, check_split_heads
-from .masks import check_causal_mask, check_padding_mask
-from .norms import check_layer_norm, check_rms_norm
-from .positional import check_alibi_slopes, check_rope, check_sinusoidal_encoding
-from .pretrained import check_from_rotate_half, check_split_fused_qkv
-from .sampling import check_repetition_penalty, check_temperature, check_top_k, check_top_p
-from .schedules import check_noam, check_warmup_cosine
-from .tiled import check_online_softmax, check_tiled_attention
-from .training import check_label_smoothed_loss, check_shift_right
-from .vision import check_patchify, check_window_partition
+from minitfm.exercises._core import CheckResult
+from minitfm.exercises.attention import check_attention
+from minitfm.exercises.bpe import check_apply_merge, check_count_pairs, check_encode_by_rank
+from minitfm.exercises.debugging import check_causality_detector, check_first_nonfinite
+from minitfm.exercises.generation import (check_beam_step, check_kv_cache_update, check_repetition_penalty,
+                                          check_temperature, check_top_k, check_top_p)
+from minitfm.exercises.heads import check_merge_heads, check_split_heads
+from minitfm.exercises.masks import check_causal_mask, check_padding_mask
+from minitfm.exercises.norms_ffn import check_layer_norm, check_rms_norm, check_swiglu
+from minitfm.exercises.positional import check_alibi_slopes, check_rope, check_sinusoidal_encoding
+from minitfm.exercises.pretrained import check_from_rotate_half, check_split_fused_qkv
+from minitfm.exercises.schedules import check_noam, check_warmup_cosine
+from minitfm.exercises.tiled import check_online_softmax, check_tiled_attention
+from minitfm.exercises.training import check_label_smoothed_loss, check_shift_right
+from minitfm.exercises.vision import check_patchify, check_window_partition
 
 CHECKERS = {name: obj for name, obj in globals().items() if name.startswith("check_")}
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ._feedback import describe_difference, explain_exception
+from minitfm.exercises._feedback import describe_difference, explain_exception
 
 PASS, FAIL, TODO = "✓", "✗", "…"
 LOG_ENV = "MINITFM_CHECK_LOG"

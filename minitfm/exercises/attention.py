@@ -5,9 +5,9 @@ import math
 
 import torch
 
-from ..attention import scaled_dot_product_attention
-from ..masks import causal_mask
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.layers.attention import scaled_dot_product_attention
+from minitfm.layers.masks import causal_mask
 
 
 def _variant(q, k, v, mask, *, scale=None, dim=-1, flip=False, fill=None, zero_empty=True):

@@ -1,13 +1,14 @@
 """Checkers for byte-level BPE: count the pairs, apply one merge, encode a word by merge rank.
 
-Token ids as in :mod:`minitfm.bpe`: 0..255 are the single bytes, merge ``k`` (rank ``k``) makes id ``256 + k``.
+Token ids as in :mod:`minitfm.text.bpe_trainer`: 0..255 are the single bytes, merge ``k`` (rank ``k``) makes id ``256 + k``.
 """
 from __future__ import annotations
 
 from collections import Counter
 
-from .. import bpe as lib
-from ._core import Case, CheckResult, Mistake, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, run_cases
+from minitfm.text.bpe_trainer import train_bpe
+from minitfm.text.pretokenize import merge_pair
 
 
 def _pairs(words, freqs, *, weighted=True, across=False, distinct=False, overlapping=True):
@@ -106,13 +107,13 @@ def _merge(ids, pair, new_id, *, right_to_left=False, first_only=False, swapped=
     if swapped:
         pair = pair[::-1]
     if right_to_left:
-        return lib.merge_pair(ids[::-1], pair[::-1], new_id)[::-1]
+        return merge_pair(ids[::-1], pair[::-1], new_id)[::-1]
     if first_only:
         for i in range(len(ids) - 1):
             if (ids[i], ids[i + 1]) == tuple(pair):
                 return ids[:i] + [new_id] + ids[i + 2:]
         return list(ids)
-    return lib.merge_pair(list(ids), tuple(pair), new_id)
+    return merge_pair(list(ids), tuple(pair), new_id)
 
 
 def _as_list(got):
@@ -168,7 +169,7 @@ def _encode(ids, merges, *, how="rank"):
     ids = list(ids)
     if how == "one pass":  # each merge of the list tried once, in reverse order
         for k in reversed(range(len(merges))):
-            ids = lib.merge_pair(ids, tuple(merges[k]), 256 + k)
+            ids = merge_pair(ids, tuple(merges[k]), 256 + k)
         return ids
     while len(ids) > 1:
         pairs = [p for p in zip(ids, ids[1:]) if p in ranks]
@@ -182,8 +183,8 @@ def _encode(ids, merges, *, how="rank"):
             pair = max(pairs, key=lambda p: (pairs.count(p), -ranks[p]))
         else:  # "once": a single merge
             pair = min(pairs, key=ranks.get)
-            return lib.merge_pair(ids, pair, 256 + ranks[pair])
-        ids = lib.merge_pair(ids, pair, 256 + ranks[pair])
+            return merge_pair(ids, pair, 256 + ranks[pair])
+        ids = merge_pair(ids, pair, 256 + ranks[pair])
     return ids
 
 
@@ -191,7 +192,7 @@ def _toy_merges():
     """Merges learned on a small text, as id pairs in rank order."""
     text = ("low lower lowest slow slowly below allow newer newest new news renew wider widest the these "
             "other another mother lower lowest slower ") * 3
-    vocab, merges = lib.train_bpe(text, 256 + 40)
+    vocab, merges = train_bpe(text, 256 + 40)
     ids = {token: i for i, token in vocab.items()}
     return [(ids[a], ids[b]) for a, b in merges]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
 
 
 class _Log(nn.Module):

@@ -1,7 +1,7 @@
 """Checkers for splitting the model width into heads and merging the heads back."""
 from __future__ import annotations
 
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
 
 
 def _split(x, h):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import masks as lib
-from ._core import Case, CheckResult, Mistake, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, run_cases
+from minitfm.layers import masks as lib
 
 POLARITY = ("the mask's polarity is flipped: True must mean \"may attend\" (as in "
             "F.scaled_dot_product_attention), and your mask is True exactly where attention is forbidden")

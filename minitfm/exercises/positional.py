@@ -5,8 +5,8 @@ import math
 
 import torch
 
-from ..positional import RotaryEmbedding, alibi_slopes, sinusoidal_encoding
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.layers.positional import RotaryEmbedding, alibi_slopes, sinusoidal_encoding
 
 
 def _table(positions, d, *, exponent_step=2, swap=False, halves=False, sign=-1):

@@ -9,8 +9,8 @@ import itertools
 
 import torch
 
-from .. import pretrained as lib
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.pretrained import weights as lib
 
 QKV = ("q", "k", "v")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..training import buggy_noam_lr, noam_lr, warmup_cosine_lr
-from ._core import Case, CheckResult, Mistake, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, run_cases
+from minitfm.training.schedules import buggy_noam_lr, noam_lr, warmup_cosine_lr
 
 
 def _curve(schedule, steps, *args):

@@ -9,9 +9,9 @@ import math
 
 import torch
 
-from ..activations import OpRecorder
-from ..tiled_attention import online_softmax, tiled_attention
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.layers.tiled_attention import online_softmax, tiled_attention
+from minitfm.training.activation_memory import OpRecorder
 
 NEG_INF = float("-inf")
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from ..data import shift_right
-from ..training import label_smoothed_cross_entropy
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.data import shift_right
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.training.losses import label_smoothed_cross_entropy
 
 
 def check_shift_right(shift_right_fn, verbose: bool = True) -> CheckResult:

@@ -1,9 +1,9 @@
 """Checkers for images as sequences: cutting patches (ViT) and cutting windows (Swin)."""
 from __future__ import annotations
 
-from ..vision import patchify
-from ..windows import window_partition
-from ._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.vision.vit import patchify
+from minitfm.vision.windows import window_partition
 
 
 def _patches(images, p, order):

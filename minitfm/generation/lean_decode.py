@@ -1,0 +1,285 @@
+"""The lean decode step: one cached generation step of a DecoderOnlyLM as a flat list of tensor operations.
+
+Glossary: B batch, P tokens already cached, D d_model, H query heads, H_kv key/value heads, Dh head
+dimension, F FFN hidden size, V vocabulary.
+
+The modules the book builds (:class:`~minitfm.layers.multihead.MultiHeadAttention`, :class:`~minitfm.layers.blocks.DecoderBlock`,
+...) are written to be read and to be called on their own: each checks its inputs, splits heads, and calls
+its submodules. For **one new token** against a KV cache that bookkeeping costs more than the arithmetic: the
+book's small language model does about 1.6 MFLOP per token, well under a tenth of a millisecond, while a
+step through the module tree makes seven ``nn.Linear`` calls per layer, each a Python module call, and checks
+and reshapes at every level. :class:`LeanDecoder` reads the same weights and computes the same function as
+one flat list of about 50 PyTorch operations per layer, most of them free views:
+
+- every matrix is kept in (in, out) layout, read faster at batch 1 than nn.Linear's (out, in); q, k and v come
+  from one matrix product (the three stacked), and so do SwiGLU's gate and up projections;
+- RoPE's rotations are computed once for a table of positions, and a step indexes that table;
+- attention is two batched matrix products and a softmax (no mask: one query sees every cached key), or
+  the library's fused attention (:func:`~minitfm.layers.attention.fused_attention`) when padding or ALiBi needs a
+  mask or a bias;
+- nothing is checked per step: :func:`~minitfm.generation.generate` checked its inputs once, and the step
+  only sees tensors that it or the model built.
+
+The result equals the module path up to float rounding (the stacked matrices, and RMSNorm's sum of squares
+as a matrix product, may add in another order); ``tests/generation/test_lean_decode.py`` compares the two for every
+configuration.
+
+**State is explicit.** A decoder holds copies of the projection matrices (the stacked, transposed ones above),
+made when it is built, and references to the model's modules and their parameters: the norms' ``eps``,
+``norm_first``, the FFN's activation, the embedding scale and RoPE's frequencies are read at every step, and the
+norms' and embeddings' weights are the model's own tensors. There is no hidden cache: ``generate`` builds a
+decoder per call by default, which is correct by construction. A caller who generates many times from an
+unchanged model can build one, own it and pass it in (``dec = LeanDecoder.build(model)``, then
+``generate(model, prompt, n, decoder=dec)``), which saves the copy (about a second for GPT-2 small's 500 MB).
+**Rebuild it after you change the model.** ``generate`` refuses a decoder whose model had a module or parameter
+replaced, moved or cast, or a parameter changed through its version counter (an optimizer step,
+``load_state_dict``, an in-place operation); it cannot see a write through ``p.data``, or an in-place write to a
+parameter made under ``torch.inference_mode``, which bump no counter.
+
+Not every model can take this path. :meth:`LeanDecoder.build` returns ``None``, and ``generate`` uses the
+modules, for a model in training mode, with forward hooks (they would not fire), with any submodule whose type
+is not exactly one the step knows (a subclassed or wrapped ``nn.Linear`` such as a LoRA adapter or a quantised
+layer, a parametrization, a mixture of experts) or whose ``forward`` was replaced on the instance, with
+parameters that are tensor subclasses or of mixed dtypes or devices, or with float16/bfloat16 weights (RoPE
+then needs the cos/sin form). :func:`minitfm.generation.lean_refusal.refusal` says why; ``generate`` checks it
+on every call, also when it is given a decoder.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minitfm._checks import trusted_inputs
+from minitfm.layers.attention import fused_attention
+from minitfm.layers.blocks import DecoderBlock
+from minitfm.layers.feedforward import SwiGLU
+from minitfm.layers.norms import RMSNorm
+from minitfm.generation.lean_refusal import refusal
+from minitfm.models import DecoderOnlyLM
+
+_INITIAL_ROTATIONS = 256  # positions in RoPE's table when the builder gives no max_len; it grows on demand
+
+def _stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One (in, sum of outs) matrix (and bias) for several nn.Linear that read the same input: ``x @ W`` then
+    computes all of their outputs at once.
+
+    The (in, out) layout, the transpose of nn.Linear's (out, in), is the faster one for a few rows of input:
+    the product streams down W's rows, adding x_i times row i into an output that stays in the cache. On a
+    2-core EPYC, one thread, it read a (768, 3072) matrix at about 20 GB/s against about 15 GB/s for
+    ``F.linear`` on the (out, in) weight; decoding is reading weights, so the step is that much faster."""
+    weight = torch.cat([lin.weight.t() for lin in linears], dim=1)  # (in, sum of outs), contiguous
+    if all(lin.bias is None for lin in linears):
+        return weight, None
+    bias = torch.cat([lin.weight.new_zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears])
+    return weight, bias
+
+
+def _project(x: torch.Tensor, weight_in_out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """(B, in) @ (in, out) (+ bias) -> (B, out)."""
+    return torch.mm(x, weight_in_out) if bias is None else torch.addmm(bias, x, weight_in_out)
+
+
+class _Norm:
+    """``norm`` (LayerNorm, RMSNorm or Identity) applied to (B, D) rows, reading the module's ``eps`` at every call
+    and its weight and bias through references to the module's own parameters (so in-place writes are seen)."""
+
+    def __init__(self, norm: nn.Module):
+        self.module, self.kind = norm, type(norm)
+        self.weight, self.bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
+        self.eps = self.eps_tensor = None  # RMSNorm's eps as a (1, 1, 1) tensor, remade when the module's changes
+        if self.kind is RMSNorm:
+            self.eps, self.eps_tensor = norm.eps, torch.full((1, 1, 1), norm.eps, dtype=self.weight.dtype,
+                                                             device=self.weight.device)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, D) -> (B, D), each row normalised."""
+        kind, norm = self.kind, self.module
+        if kind is RMSNorm:
+            # mean(x^2) + eps as one batched product eps + (x . x) / D: for one token per row this is the
+            # cheapest sum of squares PyTorch offers (a mean() reduction or F.rms_norm costs several times more).
+            # It computes in x's dtype, as RMSNorm.forward does for float32 and float64 (it upcasts only
+            # float16/bfloat16, which the lean step refuses).
+            if norm.eps != self.eps:
+                self.eps, self.eps_tensor = norm.eps, torch.full((1, 1, 1), norm.eps, dtype=x.dtype, device=x.device)
+            row = x.unsqueeze(1)  # (B, D) -> (B, 1, D)
+            mean_square = torch.baddbmm(self.eps_tensor, row, row.mT, alpha=1.0 / norm.d_model)  # (B, 1, 1)
+            return x * mean_square.rsqrt().view(-1, 1) * self.weight
+        if kind is nn.LayerNorm:
+            return F.layer_norm(x, norm.normalized_shape, self.weight, self.bias, norm.eps)
+        return x  # nn.Identity, the final "norm" of a Post-LN model
+
+
+class _Layer:
+    """The projection matrices of one DecoderBlock, copied and arranged for a decode step; the norms (with their
+    ``eps``), ``norm_first`` and the activation are read from the block's modules at every step."""
+
+    def __init__(self, block: DecoderBlock):
+        self.block, self.ffn = block, block.ffn
+        self.attn_norm, self.ffn_norm = _Norm(block.attn_norm), _Norm(block.ffn_norm)
+        attn, ffn = block.self_attn, block.ffn
+        self.qkv_weight, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)  # (D, (H + 2 H_kv) Dh)
+        self.out_weight, self.out_bias = _stacked(attn.out_proj)
+        self.swiglu = type(ffn) is SwiGLU
+        if self.swiglu:
+            self.up_weight, self.up_bias = _stacked(ffn.gate_proj, ffn.up_proj)  # (D, 2F): gate, then up
+        else:
+            self.up_weight, self.up_bias = _stacked(ffn.up_proj)
+        self.down_weight, self.down_bias = _stacked(ffn.down_proj)  # (F, D)
+
+    def feed_forward(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, D) -> (B, D): the block's FFN (SwiGLU, or the MLP with the activation its module names now)."""
+        up = _project(h, self.up_weight, self.up_bias)
+        if self.swiglu:
+            gate, up = up.chunk(2, dim=-1)  # (B, 2F) -> 2 x (B, F)
+            up = F.silu(gate) * up
+        else:
+            up = self.ffn.act(up)  # reads the module's activation now
+        return _project(up, self.down_weight, self.down_bias)
+
+
+class LeanDecoder:
+    """The cached decode step of a :class:`~minitfm.models.DecoderOnlyLM`, without the module tree.
+
+    ``LeanDecoder.build(model, max_len=None)`` returns one, or ``None`` when the model needs its modules (see
+    the module docstring and :func:`refusal`). ``decoder(tokens (B, 1), caches, key_mask=None) -> logits
+    (B, V)`` appends the token's keys and values to ``caches`` (from ``model.new_caches``, already holding
+    P >= 1 tokens) exactly as ``model(tokens, caches=caches, key_mask=key_mask)[:, -1]`` would. ``key_mask``
+    (B, P + 1) bool, ``True`` = real token, hides left padding; every row must keep at least one visible key.
+
+    The decoder holds copies of the model's projection matrices, made at build time: rebuild it after you
+    change the model (:func:`~minitfm.generation.generate` refuses one whose parameters it can see changed,
+    :meth:`is_current`). Everything else is read from the modules at every step.
+    """
+
+    def __init__(self, model: DecoderOnlyLM, max_len: int | None = None):
+        c = model.config
+        self.model = model
+        self.n_heads, self.n_kv_heads, self.d_head, self.d_model = c.n_heads, c.n_kv_heads, c.d_head, c.d_model
+        self.scale = 1.0 / math.sqrt(c.d_head)
+        self._modules = list(model.modules())  # held, so that is_current compares the same objects
+        self._params = list(model.parameters())
+        self._fingerprint = self._weights_now()
+        with torch.no_grad():  # copies: no autograd history, whatever the caller's mode
+            self.layers = [_Layer(block) for block in model.layers]
+            self.lm_head = model.lm_head.weight.t().contiguous()  # (D, V): the largest matrix, in the faster layout
+        self._no_bias = self.lm_head.new_zeros(1, 1, 1)  # baddbmm's (ignored, beta = 0) addend
+        self.final_norm, self.tok_emb, self.rope = _Norm(model.final_norm), model.tok_emb, model.rope
+        self._rotation_len = min(c.max_seq_len, _INITIAL_ROTATIONS) if max_len is None else max_len
+        self._inv_freq = self.rotations = None  # RoPE's table of rotations, and the frequencies it was made from
+        if model.rope is not None:
+            with torch.no_grad():
+                self.rotation_table(0)
+
+    @classmethod
+    def build(cls, model, max_len: int | None = None) -> "LeanDecoder | None":
+        """A lean decoder for ``model``, or ``None`` if it must use its modules (:func:`refusal` says why).
+
+        ``max_len`` sizes RoPE's table of rotations (the positions a step can reach: ``generate`` passes the
+        prompt length plus the new tokens); without it the table starts small and grows when a step needs a
+        later position, so a decoder the caller keeps serves any length the model accepts. ``max_len`` must be
+        ``None`` or an int >= 1 (a bool or a float raises ``TypeError``); ``model`` must be an ``nn.Module``."""
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a DecoderOnlyLM (an nn.Module), got {type(model).__name__}")
+        if max_len is not None:
+            if isinstance(max_len, bool) or not isinstance(max_len, int):
+                raise TypeError(f"max_len must be an int or None, got {type(max_len).__name__} ({max_len!r:.40})")
+            if max_len < 1:
+                raise ValueError(f"max_len must be >= 1 (the positions a step can reach), got {max_len}")
+        if refusal(model) is not None:
+            return None
+        return cls(model, max_len)
+
+    def _weights_now(self) -> list:
+        # The version counter is bumped by every in-place write except one through ``.data``; inference
+        # tensors have none. ``_version`` is read with a default so that a PyTorch without it still works.
+        return [(p.data_ptr(), p.dtype, p.device, None if p.is_inference() else getattr(p, "_version", None))
+                for p in self._params]
+
+    def is_current(self) -> bool:
+        """Whether the model still has the modules and parameters this decoder was built from, unchanged as far as
+        PyTorch can tell: the same objects, storage, dtype and device, and no in-place write that bumped a version
+        counter.
+        A write through ``p.data``, or an in-place write under ``torch.inference_mode``, is not seen."""
+        modules, params = list(self.model.modules()), list(self.model.parameters())
+        return (len(modules) == len(self._modules) and all(a is b for a, b in zip(modules, self._modules))
+                and len(params) == len(self._params) and all(a is b for a, b in zip(params, self._params))
+                and self._weights_now() == self._fingerprint)
+
+    def nbytes(self) -> int:
+        """Bytes of the matrices this decoder copied: the memory its speed costs, on top of the model's weights
+        (nearly all of them: every projection and the output head)."""
+        tensors = [self.lm_head] + [t for layer in self.layers for t in vars(layer).values()
+                                    if isinstance(t, torch.Tensor)]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def rotation_table(self, past: int) -> torch.Tensor:
+        """(N, Dh/2) complex rotations ``cos + i sin`` of positions 0 .. N - 1, N > ``past``: rebuilt when RoPE's
+        frequencies changed (setting ``rope.base`` or ``rope.scale`` replaces them) or a step needs a later
+        position than the table holds (it then doubles)."""
+        rope, table = self.rope, self.rotations
+        if table is None or rope.inv_freq is not self._inv_freq or past >= table.shape[0]:
+            if table is not None and past >= table.shape[0]:
+                self._rotation_len = max(past + 1, 2 * table.shape[0])
+            self._rotation_len = max(self._rotation_len, past + 1)
+            positions = torch.arange(self._rotation_len, device=self.lm_head.device)
+            self.rotations = rope.complex_rotation(positions, self.lm_head.dtype)
+            self._inv_freq = rope.inv_freq
+        return self.rotations
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, bias) -> torch.Tensor:
+        """One query per row and head: q (B, H, 1, Dh), k and v (B, H_kv, T_k, Dh) -> (B, D), heads in order."""
+        b, h, h_kv, d_head = q.shape[0], self.n_heads, self.n_kv_heads, self.d_head
+        if mask is not None or bias is not None:  # padding or ALiBi: the library's fused path combines them
+            if h_kv != h:
+                k, v = k.repeat_interleave(h // h_kv, dim=1), v.repeat_interleave(h // h_kv, dim=1)
+            out = fused_attention(q, k, v, mask, bias, 0.0, self.scale)  # (B, H, 1, Dh)
+            return out.reshape(b, self.d_model)  # -> (B, D)
+        # Batched matrix products over (B H_kv) groups of H / H_kv queries: the query heads that share a
+        # key/value head (grouped-query attention) form one group, so k and v are never repeated. For one
+        # query this is as cheap as PyTorch's fused kernel over a few keys, and clearly cheaper over hundreds.
+        q = q.reshape(b * h_kv, h // h_kv, d_head)  # (B, H, 1, Dh) -> (B H_kv, H / H_kv, Dh)
+        k, v = k.reshape(b * h_kv, -1, d_head), v.reshape(b * h_kv, -1, d_head)  # views of the cache
+        scores = torch.baddbmm(self._no_bias, q, k.mT, beta=0.0, alpha=self.scale)  # (B H_kv, H / H_kv, T_k)
+        out = torch.bmm(scores.softmax(dim=-1), v)  # (B H_kv, H / H_kv, Dh)
+        return out.reshape(b, self.d_model)  # -> (B, D): head j * H / H_kv + g is group j's query g
+
+    def __call__(self, tokens: torch.Tensor, caches, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, 1) token ids -> (B, V) next-token logits, appending the token's keys and values to ``caches``."""
+        model = self.model
+        b = tokens.shape[0]
+        h, h_kv, d_head = self.n_heads, self.n_kv_heads, self.d_head
+        past = caches[0].length
+        positions = None if key_mask is None else model.positions_from_mask(key_mask, past, 1, b, tokens.device)
+        if model.pos_emb is not None:  # additive positions: the model's own embed
+            x = model.embed(tokens, torch.tensor([past], device=tokens.device) if positions is None else positions)
+            x = x.view(b, self.d_model)  # (B, 1, D) -> (B, D): one token per row from here on
+        else:
+            x = F.embedding(tokens.view(b), self.tok_emb.weight)  # (B, 1) -> (B, D)
+            if model.config.scale_embeddings:
+                x = x * math.sqrt(self.d_model)
+        rotation = None
+        if self.rope is not None:  # (Dh/2,) for one shared position, (B, 1, 1, Dh/2) per row
+            table = self.rotation_table(past)
+            rotation = table[past] if positions is None else table[positions][:, None]
+        mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, P + 1) -> (B, 1, 1, P + 1)
+        bias = model.alibi(1, past + 1)  # (1, H, 1, P + 1) or None
+        with trusted_inputs():  # the caches' update skips its checks: k and v are built here
+            for layer, cache in zip(self.layers, caches):
+                norm_first = layer.block.norm_first
+                attn_in = layer.attn_norm(x) if norm_first else x
+                qkv = _project(attn_in, layer.qkv_weight, layer.qkv_bias).view(b, h + 2 * h_kv, 1, d_head)
+                qk, v = qkv.split((h + h_kv, h_kv), dim=1)  # (B, H + H_kv, 1, Dh), (B, H_kv, 1, Dh)
+                if rotation is not None:  # rotate q and k together: pairs as complex numbers times cos + i sin
+                    pairs = torch.view_as_complex(qk.unflatten(-1, (-1, 2)))
+                    qk = torch.view_as_real(pairs * rotation).flatten(-2)
+                q, k = qk.split((h, h_kv), dim=1)
+                k, v = cache.self_attn.update(k, v)  # (B, H_kv, P + 1, Dh)
+                out = _project(self.attend(q, k, v, mask, bias), layer.out_weight, layer.out_bias)  # (B, D)
+                x = x + out if norm_first else layer.attn_norm(x + out)
+                ffn_in = layer.ffn_norm(x) if norm_first else x
+                out = layer.feed_forward(ffn_in)
+                x = x + out if norm_first else layer.ffn_norm(x + out)
+        return torch.mm(self.final_norm(x), self.lm_head)  # (B, D) @ (D, V) -> (B, V)

@@ -1,0 +1,75 @@
+"""When the lean decoding step steps aside (chapter 8): :func:`refusal` says why a model must use its modules.
+
+The lean step (:mod:`minitfm.generation.lean_decode`) computes exactly what the modules compute, but only for
+the module types it knows (:data:`LEAN_MODULE_TYPES`), in float32 or float64, in eval mode, without hooks,
+replaced ``forward`` methods, tensor subclasses or mixed dtypes and devices. Anything else is refused, with a
+reason, and ``generate`` runs the model's own modules instead.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _torch_module
+
+from minitfm.layers.blocks import DecoderBlock
+from minitfm.layers.feedforward import FeedForward, SwiGLU
+from minitfm.layers.multihead import MultiHeadAttention
+from minitfm.layers.norms import RMSNorm
+from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+from minitfm.models import DecoderOnlyLM
+
+
+# Every module type the lean step knows, exactly (a subclass may compute something else, so it is refused).
+LEAN_MODULE_TYPES = frozenset({
+    DecoderOnlyLM, nn.ModuleList, DecoderBlock, MultiHeadAttention, FeedForward, SwiGLU, nn.Linear, nn.Embedding,
+    nn.LayerNorm, RMSNorm, nn.Identity, nn.Dropout, RotaryEmbedding, LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+})
+_FLOAT_TYPES = (torch.float32, torch.float64)
+
+
+def _hooks_of(obj, names) -> bool | None:
+    """True if any of the hook dictionaries ``names`` of ``obj`` is non-empty, ``None`` if one is missing (a
+    PyTorch release that stores hooks elsewhere: then nobody can tell, and the caller takes the module path)."""
+    for name in names:
+        hooks = getattr(obj, name, None)
+        if hooks is None:
+            return None
+        if hooks:
+            return True
+    return False
+
+
+def refusal(model) -> str | None:
+    """Why ``model`` must run its decode steps through its modules, or ``None`` if the lean step computes
+    exactly what they compute. Checked over every submodule and parameter; costs well under a millisecond."""
+    if type(model) is not DecoderOnlyLM:
+        return f"the lean step serves a DecoderOnlyLM, got {type(model).__name__}"
+    if model.training:
+        return "the model is in training mode (dropout)"
+    global_hooks = _hooks_of(_torch_module, ("_global_forward_hooks", "_global_forward_pre_hooks"))
+    if global_hooks is not False:
+        return "global forward hooks are registered" if global_hooks else "this PyTorch hides its global hooks"
+    for name, module in model.named_modules():
+        if type(module) not in LEAN_MODULE_TYPES:  # also catches parametrizations: they change the class
+            return f"module {name or 'model'} is a {type(module).__name__}, not a type the lean step knows"
+        if "forward" in vars(module):  # model.forward = something: the modules no longer compute what we do
+            return f"module {name or 'model'} has its forward replaced on the instance"
+        hooks = _hooks_of(module, ("_forward_hooks", "_forward_pre_hooks"))
+        if hooks is not False:
+            return f"module {name or 'model'} has forward hooks" if hooks else "this PyTorch hides module hooks"
+    c = model.config
+    for i, block in enumerate(model.layers):
+        attn = block.self_attn
+        if block.cross_attn is not None or (attn.d_model, attn.n_heads, attn.n_kv_heads, attn.d_head) != \
+                (c.d_model, c.n_heads, c.n_kv_heads, c.d_head):
+            return f"layer {i}'s attention does not have the config's heads, or has cross-attention"
+    params = list(model.parameters())
+    if any(type(p) is not nn.Parameter for p in params):
+        return "a parameter is a tensor subclass"
+    if {p.dtype for p in params} - set(_FLOAT_TYPES) or len({(p.dtype, p.device) for p in params}) != 1:
+        return f"the parameters must all be float32 or all float64 on one device, got " \
+               f"{sorted({f'{p.dtype} on {p.device}' for p in params})}"
+    return None
+
+

@@ -1,0 +1,27 @@
+"""The Transformer's building blocks (chapters 1-5, 8, 11 and 12), one concept per module.
+
+==========================  ==============================================================================
+``attention``               scaled dot-product attention, its fused path (chapter 1)
+``attention_maps``          a model's attention weights in one shape, and their entropy (chapters 1, 3, 10)
+``masks``                   padding and causal masks (chapter 2)
+``multihead``               multi-head, multi-query and grouped-query attention (chapter 3)
+``positional``              sinusoidal, learned, RoPE and ALiBi positions (chapter 4)
+``norms``                   LayerNorm, RMSNorm (chapter 5)
+``feedforward``             the FFN and SwiGLU (chapter 5)
+``blocks``                  encoder and decoder blocks: attention, FFN, residuals and norms (chapters 5-6)
+``kv_cache``                the key/value cache of decoding (chapter 8)
+``moe``                     a mixture-of-experts feed-forward layer (chapter 11)
+``tiled_attention``         attention one tile at a time with an online softmax (chapter 12)
+==========================  ==============================================================================
+
+Layers import nothing above them: not the models, not generation or training, never plots.
+"""
+from minitfm import _lazy
+
+
+def __getattr__(name):  # a submodule, loaded on first attribute access
+    return _lazy.submodule(__name__, __path__, name)
+
+
+def __dir__():
+    return _lazy.names(globals(), __path__)

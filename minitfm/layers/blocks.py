@@ -1,0 +1,152 @@
+"""Transformer blocks: attention and FFN sublayers wrapped in residual connections and norms.
+
+Glossary: B batch, T length (T_q new queries, T_k keys including cached ones), S source length,
+D d_model, H heads.
+
+Each sublayer is used in one of two placements (``config.norm_first``):
+
+    Pre-LN  (modern):   x = x + dropout(sublayer(norm(x)))
+    Post-LN (original): x = norm(x + dropout(sublayer(x)))
+
+Pre-LN keeps an un-normalised residual path from input to output (gradients flow through the sum
+unchanged), so a Pre-LN model needs one final norm after its last block; Post-LN's output is
+already normalised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
+
+import torch
+from torch import nn
+
+from minitfm.layers.feedforward import make_ffn
+from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.multihead import MultiHeadAttention
+from minitfm.layers.norms import make_norm
+from minitfm.layers.positional import RotaryEmbedding
+
+if TYPE_CHECKING:  # annotations only: the config imports the layers' option names
+    from minitfm.config import ModelConfig
+
+
+@dataclass
+class LayerCache:
+    """The caches of one decoder block: self-attention keys/values, and (encoder-decoder only) the
+    cross-attention keys/values of the encoder output, filled on the first step and reused."""
+
+    self_attn: KVCache
+    cross_attn: Optional[KVCache] = None
+
+    @property
+    def length(self) -> int:
+        """Tokens already cached by self-attention."""
+        return self.self_attn.length
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep batch rows ``index`` (beam search)."""
+        for cache in (self.self_attn, self.cross_attn):
+            if cache is not None:
+                cache.reorder(index)
+
+    def reset(self) -> None:
+        for cache in (self.self_attn, self.cross_attn):
+            if cache is not None:
+                cache.reset()
+
+
+def _attention(config: ModelConfig) -> MultiHeadAttention:
+    return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, bias=config.bias,
+                              dropout=config.dropout, impl=config.attn_impl)
+
+
+class _Block(nn.Module):
+    """What both blocks share: the residual wrapper and the FFN sublayer."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        config = config.resolved()
+        self.norm_first = config.norm_first
+        self.ffn = make_ffn(config.ffn, config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout)
+        self.ffn_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def residual(self, x: torch.Tensor, norm: nn.Module, sublayer: Callable):
+        """Apply ``sublayer`` (returning ``(out, weights)``) with a residual in the chosen placement."""
+        if self.norm_first:
+            out, weights = sublayer(norm(x))
+            return x + self.drop(out), weights
+        out, weights = sublayer(x)
+        return norm(x + self.drop(out)), weights
+
+    def drop(self, out: torch.Tensor) -> torch.Tensor:
+        """Residual dropout; in evaluation the module call is skipped, not just a no-op (as for the FFN's and
+        the embeddings' dropout)."""
+        return self.dropout(out) if self.training else out
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))[0]
+
+
+class EncoderBlock(_Block):
+    """Self-attention (every token sees every non-padding token) then FFN.
+
+    ``forward(x (B, S, D), *, mask, bias, rope, positions, need_weights) -> (x (B, S, D), weights)``,
+    weights (B, H, S, S) when ``need_weights`` else ``None``.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        self.self_attn = _attention(config.resolved())
+        self.attn_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps)
+
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                rope: RotaryEmbedding | None = None, positions: torch.Tensor | None = None,
+                need_weights: bool = False):
+        def attend(h):
+            return self.self_attn(h, mask=mask, bias=bias, rope=rope, positions=positions, need_weights=need_weights)
+
+        x, weights = self.residual(x, self.attn_norm, attend)
+        return self.feed_forward(x), weights
+
+
+class DecoderBlock(_Block):
+    """Masked self-attention, then (optionally) cross-attention to the encoder output, then FFN.
+
+    A decoder-only model uses ``DecoderBlock(config, cross_attention=False)``.
+
+    ``forward(x (B, T_q, D), memory (B, S, D) | None, *, mask, bias, memory_mask, rope, positions,
+    cache, need_weights) -> (x (B, T_q, D), self_weights (B, H, T_q, T_k), cross_weights (B, H, T_q, S))``;
+    weights are ``None`` unless ``need_weights``. ``mask``/``bias`` cover the T_k = cached + new keys;
+    ``memory_mask`` (B, 1, 1, S) hides source padding.
+    """
+
+    def __init__(self, config: ModelConfig, cross_attention: bool = True):
+        super().__init__(config)
+        config = config.resolved()
+        self.self_attn = _attention(config)
+        self.attn_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps)
+        self.cross_attn = _attention(config) if cross_attention else None
+        self.cross_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps) if cross_attention else None
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                rope: RotaryEmbedding | None = None, positions: torch.Tensor | None = None,
+                cache: LayerCache | None = None, need_weights: bool = False):
+        if (memory is None) != (self.cross_attn is None):
+            want = "an encoder output `memory`" if self.cross_attn is not None else "no memory (no cross-attention)"
+            raise ValueError(f"this DecoderBlock expects {want}")
+
+        def attend(h):
+            return self.self_attn(h, mask=mask, bias=bias, rope=rope, positions=positions,
+                                  cache=None if cache is None else cache.self_attn, need_weights=need_weights)
+
+        def cross(h):
+            return self.cross_attn(h, memory, mask=memory_mask,
+                                   cache=None if cache is None else cache.cross_attn, need_weights=need_weights)
+
+        x, self_weights = self.residual(x, self.attn_norm, attend)
+        cross_weights = None
+        if self.cross_attn is not None:
+            x, cross_weights = self.residual(x, self.cross_norm, cross)
+        return self.feed_forward(x), self_weights, cross_weights

@@ -1,0 +1,121 @@
+"""KV caches: keep the keys and values of past tokens so each generation step only processes the new one.
+
+Glossary: B batch, H_kv key/value heads, T_max capacity, Dh head dimension.
+
+Only K and V are cached, never Q: a past query is never needed again, while every new query attends to
+all past keys and values. The cache is an object the caller owns and passes into attention; the
+attention module holds no hidden state.
+"""
+from __future__ import annotations
+
+import torch
+
+from minitfm._checks import check_positive_int, check_tensor, inputs_trusted
+
+
+class KVCache:
+    """Preallocated buffers of shape (B, H_kv, T_max, Dh) and a length pointer.
+
+    ``update(k, v)`` writes the new keys/values at ``length`` and returns views of the valid prefix
+    (B, H_kv, length, Dh). Writing in place keeps the cost of one step constant, where growing a tensor
+    with ``torch.cat`` copies the whole history every step (see :class:`ConcatKVCache`).
+    """
+
+    def __init__(self, batch_size: int, n_kv_heads: int, max_seq_len: int, d_head: int,
+                 dtype: torch.dtype = torch.float32, device=None):
+        for name, value in (("batch_size", batch_size), ("n_kv_heads", n_kv_heads),
+                            ("max_seq_len", max_seq_len), ("d_head", d_head)):
+            check_positive_int(value, name)
+        shape = (batch_size, n_kv_heads, max_seq_len, d_head)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.k.shape[2]
+
+    def _check_new(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        if not inputs_trusted():  # the model's own attention layers pass 4-D float tensors
+            check_tensor(k, "k", ndim=4, floating=True)
+            check_tensor(v, "v", ndim=4, floating=True)
+        b, h, _, d = self.k.shape
+        for name, t in (("k", k), ("v", v)):
+            if (t.shape[0], t.shape[1], t.shape[3]) != (b, h, d):
+                raise ValueError(f"cache holds (B, H_kv, T, Dh) = ({b}, {h}, T, {d}), got {name} {tuple(t.shape)}")
+        if k.shape[2] != v.shape[2]:
+            raise ValueError(f"k and v must add the same number of steps, got {k.shape[2]} and {v.shape[2]}")
+        if k.dtype != self.k.dtype or v.dtype != self.k.dtype:  # writing would round silently
+            raise TypeError(f"the cache holds {self.k.dtype}, got k {k.dtype} and v {v.dtype}; build the cache "
+                            "with the model's dtype (model.new_caches does) or cast k and v")
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append (B, H_kv, T_new, Dh) keys and values; return all (B, H_kv, length, Dh) so far."""
+        self._check_new(k, v)
+        end = self.length + k.shape[2]
+        if end > self.max_seq_len:
+            raise ValueError(
+                f"KV cache overflow: it holds {self.max_seq_len} positions, {self.length} are used and "
+                f"{k.shape[2]} more were added; allocate a larger max_seq_len"
+            )
+        self.k.narrow(2, self.length, k.shape[2]).copy_(k)  # k[:, :, length:end] = k, in fewer operations
+        self.v.narrow(2, self.length, v.shape[2]).copy_(v)
+        self.length = end
+        return self.k.narrow(2, 0, end), self.v.narrow(2, 0, end)
+
+    def get(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The valid prefix (B, H_kv, length, Dh) without adding anything."""
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Select batch rows (beam search keeps the cache of the beams it continues).
+
+        ``index`` is a 1-D integer tensor of row numbers in [0, B); rows may repeat, and its length is
+        the new batch size.
+        """
+        check_tensor(index, "index", ndim=1)
+        if index.is_floating_point() or index.dtype == torch.bool:
+            raise TypeError(f"index must hold integer row numbers, got dtype {index.dtype}")
+        b = self.k.shape[0]
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= b):
+            raise ValueError(f"index must select rows in [0, B={b}), got min {int(index.min())}, max {int(index.max())}")
+        self.k = self.k.index_select(0, index)
+        self.v = self.v.index_select(0, index)
+
+    def reset(self) -> None:
+        self.length = 0
+
+
+class ConcatKVCache(KVCache):
+    """The naive cache: starts empty and grows with ``torch.cat`` every step.
+
+    Same interface as :class:`KVCache`. Each step copies the whole history, so per-step time grows with
+    the length; it exists so the book can measure that against preallocation.
+    """
+
+    def __init__(self, batch_size: int, n_kv_heads: int, max_seq_len: int, d_head: int,
+                 dtype: torch.dtype = torch.float32, device=None):
+        super().__init__(batch_size, n_kv_heads, 1, d_head, dtype=dtype, device=device)
+        check_positive_int(max_seq_len, "max_seq_len")
+        self._capacity = max_seq_len
+        self.k = self.k[:, :, :0]
+        self.v = self.v[:, :, :0]
+
+    @property
+    def max_seq_len(self) -> int:
+        return self._capacity
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self._check_new(k, v)
+        if self.length + k.shape[2] > self._capacity:
+            raise ValueError(
+                f"KV cache overflow: capacity {self._capacity}, {self.length} used, {k.shape[2]} added"
+            )
+        self.k = torch.cat([self.k, k], dim=2)  # copies the whole history: O(length) per step
+        self.v = torch.cat([self.v, v], dim=2)
+        self.length = self.k.shape[2]
+        return self.k, self.v
+
+    def reset(self) -> None:
+        self.k, self.v = self.k[:, :, :0], self.v[:, :, :0]
+        self.length = 0

@@ -1,0 +1,71 @@
+"""Attention masks.
+
+Convention (the same as ``torch.nn.functional.scaled_dot_product_attention``): a boolean mask holds
+``True`` where a query **may attend** to a key and ``False`` where it may not. Masks broadcast against
+attention scores of shape (B, H, T_q, T_k).
+
+Glossary: B batch, H heads, T_q queries, T_k keys.
+"""
+from __future__ import annotations
+
+import torch
+
+from minitfm._checks import broadcast_or_raise, check_positive_int, check_tensor, check_token_ids
+
+
+def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Mask out padding keys.
+
+    Args:
+        tokens: (B, T) integer token ids.
+        pad_id: the id used for padding.
+
+    Returns:
+        (B, 1, 1, T) boolean mask, ``True`` for real tokens. The two singleton axes broadcast over heads
+        and queries: every query may look at every real key of its own sequence.
+    """
+    check_token_ids(tokens, "tokens")
+    return (tokens != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+
+
+def causal_mask(t_q: int, t_k: int | None = None, device=None) -> torch.Tensor:
+    """Mask out the future.
+
+    Query ``i`` may attend to keys ``0 .. i + (t_k - t_q)``: the mask is aligned **bottom-right**, so the
+    last query always sees every key. With ``t_k == t_q`` this is the usual lower-triangular mask; with a
+    KV cache (``t_k > t_q``, the new queries are the last ``t_q`` positions) it stays correct.
+
+    Args:
+        t_q: number of queries.
+        t_k: number of keys (defaults to ``t_q``); must be >= ``t_q``.
+
+    Returns:
+        (1, T_q, T_k) boolean mask, ``True`` on and below the (shifted) diagonal.
+    """
+    t_k = t_q if t_k is None else t_k
+    check_positive_int(t_q, "t_q")
+    check_positive_int(t_k, "t_k")
+    if t_k < t_q:
+        raise ValueError(f"causal_mask needs t_k >= t_q (queries are the last t_q positions), got t_q={t_q}, t_k={t_k}")
+    future = torch.ones(t_q, t_k, dtype=torch.bool, device=device).triu(diagonal=t_k - t_q + 1)
+    return (~future)[None]  # (T_q, T_k) -> (1, T_q, T_k)
+
+
+def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
+    """Logical AND of boolean masks (``None`` entries are skipped); broadcasting applies.
+
+    Example: ``combine_masks(padding_mask(tgt, pad), causal_mask(T))`` has shape (B, 1, T, T).
+    Returns ``None`` when every mask is ``None``.
+    """
+    result = None
+    for i, mask in enumerate(masks):
+        if mask is None:
+            continue
+        check_tensor(mask, f"mask {i}")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"masks must be boolean (True = may attend), mask {i} has dtype {mask.dtype}")
+        if result is not None:
+            broadcast_or_raise(result.shape, mask.shape, f"masks must broadcast together, got the masks before "
+                               f"mask {i} combined to {tuple(result.shape)} and mask {i} {tuple(mask.shape)}")
+        result = mask if result is None else result & mask
+    return result

@@ -1,0 +1,134 @@
+"""Multi-head attention for self- and cross-attention, with grouped/multi-query heads.
+
+Glossary: B batch, T_q queries, T_k keys, D d_model, H query heads, H_kv key/value heads,
+Dh = D / H head dimension.
+
+Steps: project (q_proj, k_proj, v_proj) -> split into heads -> attend per head -> concatenate ->
+out_proj, which mixes what the heads found. H heads of size D/H have exactly the parameters of one
+head of size D: splitting is free, only the attention pattern changes.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minitfm._checks import check_choice, check_module_input, check_positive_int, check_probability
+from minitfm.layers.attention import IMPLEMENTATIONS, scaled_dot_product_attention
+from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.positional import RotaryEmbedding
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention.
+
+    Args:
+        d_model: D, the width of the inputs and of the output.
+        n_heads: H query heads; D must divide by H.
+        n_kv_heads: H_kv key/value heads (defaults to H). H_kv < H shares each key/value head between
+            H / H_kv query heads: grouped-query attention, or multi-query attention when H_kv = 1.
+        bias: whether the four projections have biases.
+        dropout: dropout on the attention weights during training.
+        impl: ``"manual"`` or ``"fused"``, see :func:`minitfm.scaled_dot_product_attention`.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
+                 dropout: float = 0.0, impl: str = "manual"):
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+            check_positive_int(value, name)
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads to split it into equal heads, "
+                f"got d_model={d_model}, n_heads={n_heads} (d_model / n_heads = {d_model / n_heads:.2f})"
+            )
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_heads must be divisible by n_kv_heads, got n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+        check_probability(dropout, "dropout")
+        check_choice(impl, "impl", IMPLEMENTATIONS)
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.d_head = d_model // n_heads
+        self.dropout, self.impl = dropout, impl
+        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+
+    def _check_input(self, x: torch.Tensor, name: str) -> None:
+        check_module_input(x, name, self, self.d_model, ndim=3)  # shape, and dtype against the weights
+
+    def split_heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
+        """(B, T, n_heads * Dh) -> (B, n_heads, T, Dh)."""
+        return x.view(x.shape[0], x.shape[1], n_heads, self.d_head).transpose(1, 2)
+
+    def project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of ``source`` (B, T_k, D), each (B, H_kv, T_k, Dh)."""
+        k = self.split_heads(self.k_proj(source), self.n_kv_heads)  # (B, T_k, D) -> (B, H_kv, T_k, Dh)
+        v = self.split_heads(self.v_proj(source), self.n_kv_heads)
+        return k, v
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+        rope: RotaryEmbedding | None = None,
+        positions: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``x`` to itself (self-attention) or to ``memory`` (cross-attention).
+
+        Args:
+            x: (B, T_q, D) the tokens that ask (queries).
+            memory: (B, T_k, D) what to look at for cross-attention (the encoder output); ``None`` for
+                self-attention.
+            mask: boolean, ``True`` = may attend, broadcastable to (B, H, T_q, T_k), where T_k counts
+                cached keys too.
+            bias: float scores bias broadcastable to (B, H, T_q, T_k), e.g. ALiBi.
+            rope: rotate queries and keys (self-attention only) at ``positions`` (T_q,) or (B, T_q);
+                default positions continue from the cache: ``cache.length + arange(T_q)``.
+            cache: a :class:`KVCache` (or :class:`ConcatKVCache`). Self-attention appends the new keys
+                and values and attends to all of them. Cross-attention fills it on the first call and
+                reuses it afterwards (the encoder output does not change while decoding).
+            need_weights: also return the (B, H, T_q, T_k) attention weights; this always takes the
+                manual path, the only one that materialises them.
+
+        Returns:
+            ``(out, weights)``: out (B, T_q, D); weights (B, H, T_q, T_k) or ``None``.
+        """
+        self._check_input(x, "x")
+        if memory is not None:
+            self._check_input(memory, "memory")
+            if memory.shape[0] not in (1, x.shape[0]):
+                raise ValueError(f"memory must have batch size 1 or B={x.shape[0]} like x, got {memory.shape[0]} "
+                                 f"(x {tuple(x.shape)}, memory {tuple(memory.shape)})")
+            if rope is not None:
+                raise ValueError("rope rotates positions within one sequence; it does not apply to cross-attention")
+        offset = cache.length if (cache is not None and memory is None) else 0
+        q = self.split_heads(self.q_proj(x), self.n_heads)  # (B, T_q, D) -> (B, H, T_q, Dh)
+
+        if memory is not None and cache is not None and cache.length > 0:
+            k, v = cache.get()  # cross-attention: the encoder's keys/values were computed once
+        else:
+            k, v = self.project_kv(x if memory is None else memory)
+            if rope is not None:
+                q = rope(q, offset=offset, positions=positions)
+                k = rope(k, offset=offset, positions=positions)
+            if cache is not None:
+                k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, Dh)
+
+        if self.n_kv_heads != self.n_heads:  # grouped heads: each K/V head serves H / H_kv query heads
+            repeat = self.n_heads // self.n_kv_heads
+            k = k.repeat_interleave(repeat, dim=1)  # (B, H_kv, T_k, Dh) -> (B, H, T_k, Dh)
+            v = v.repeat_interleave(repeat, dim=1)
+
+        # Decoding with a cache needs no weights: PyTorch's fused kernel is one call instead of the five
+        # steps of the manual path, which is most of a small model's decode step.
+        impl = "manual" if need_weights else ("fused" if cache is not None and not self.training else self.impl)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl)
+        out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.d_model)  # (B, H, T_q, Dh) -> (B, T_q, D)
+        return self.out_proj(out), weights if need_weights else None

@@ -1,0 +1,44 @@
+"""Normalisation layers: PyTorch's LayerNorm and a from-scratch RMSNorm.
+
+Glossary: D d_model. Both normalise each token's D features on their own (no batch statistics,
+unlike BatchNorm), so they behave the same in training and inference and for any batch size.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minitfm._checks import check_choice, check_module_input, check_number, check_positive_int
+
+NORMS = ("layer", "rms")
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight.
+
+    Unlike LayerNorm it neither subtracts the mean nor adds a bias. ``eps`` sits *inside* the square
+    root, as in the paper and ``torch.nn.RMSNorm``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        check_positive_int(d_model, "d_model")
+        check_number(eps, "eps", low=0.0)
+        self.eps, self.d_model = eps, d_model
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_module_input(x, "x", self, self.d_model)
+        # Compute the statistic in float32 so fp16/bf16 inputs do not overflow when squared; float32 and
+        # float64 stay in their own precision (as torch.nn.RMSNorm and the lean decode step compute).
+        wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        normed = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return normed.to(x.dtype) * self.weight
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """``"layer"`` -> ``nn.LayerNorm(d_model)``; ``"rms"`` -> ``RMSNorm(d_model)``."""
+    check_choice(kind, "norm", NORMS)
+    check_positive_int(d_model, "d_model")
+    check_number(eps, "eps", low=0.0)
+    return nn.LayerNorm(d_model, eps=eps) if kind == "layer" else RMSNorm(d_model, eps=eps)

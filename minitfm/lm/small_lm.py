@@ -1,0 +1,235 @@
+"""The book's small language model: trained on the grammar language of :mod:`minitfm.lm.corpus`.
+
+Glossary: N sentences, B batch, T tokens per row, V vocabulary.
+
+Chapters 8 and 9 generate from this model. One recipe, used by ``benchmarks/train_lm.py`` and by any
+notebook that trains it: :func:`small_lm_config` (``ModelConfig.small_lm`` with the corpus vocabulary),
+:func:`small_lm_train_config`, :func:`lm_batches` and :func:`train_small_lm`; :func:`load_small_lm`
+loads the trained checkpoint that ships in ``minitfm/lm/assets`` (training takes over a minute of CPU). Then
+:func:`perplexity_and_loss` scores held-out sentences (``ppl, loss = perplexity_and_loss(model, sentences)``)
+and :func:`sample_texts` generates sentences whose validity :func:`minitfm.lm.corpus.validity` measures.
+"""
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
+
+import torch
+
+from minitfm._checks import check_number, check_positive_int, check_token_ids
+from minitfm.config import ModelConfig
+from minitfm.data import Batch, bucket_batches
+from minitfm.generation import generate
+from minitfm.lm.corpus import generate_sentences, lm_stream_rows, make_tokenizer
+from minitfm.models import DecoderOnlyLM
+from minitfm.text.words import WordTokenizer
+from minitfm.training import History, TrainConfig, label_smoothed_cross_entropy, load_checkpoint, train
+
+TRAIN_SEED, VALID_SEED = 0, 1  # corpus seeds: training and held-out sentences never share a generator
+ROW_LEN = 32  # tokens per training row: <bos> and about three sentences, packed without padding
+CHECKPOINT = Path(__file__).parent / "assets" / "small_lm.pt"  # written by benchmarks/train_lm.py --save
+
+
+def small_lm_config(tokenizer: WordTokenizer | None = None, **overrides) -> ModelConfig:
+    """``ModelConfig.small_lm`` sized to the corpus vocabulary (ids 0, 1, 2 = pad, bos, eos)."""
+    _check_tokenizer(tokenizer)
+    tokenizer = make_tokenizer() if tokenizer is None else tokenizer
+    return ModelConfig.small_lm(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                                bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, **overrides)
+
+
+def small_lm_train_config(**overrides) -> TrainConfig:
+    """Adam, warmup + cosine, no label smoothing (we want calibrated probabilities to sample from)."""
+    base = dict(steps=800, batch_size=64, lr=3e-3, schedule="cosine", warmup=30, label_smoothing=0.0, seed=0)
+    return TrainConfig(**{**base, **overrides})
+
+
+def _check_tokenizer(tokenizer) -> None:
+    if tokenizer is not None and not isinstance(tokenizer, WordTokenizer):
+        raise TypeError(f"tokenizer must be a WordTokenizer (minitfm.lm.corpus.make_tokenizer()) or None, "
+                        f"got {type(tokenizer).__name__}")
+
+
+def _check_model(model) -> None:
+    if not isinstance(model, DecoderOnlyLM):
+        raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
+
+
+def _check_texts(texts, name: str) -> list[str]:
+    """A list (or another iterable) of strings; a lone string would be read character by character, so it is
+    refused, and so are a mapping and a tensor."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{name} must be a list of strings, got a single {type(texts).__name__} "
+                        f"({texts!r:.40}); wrap it in a list: [text]")
+    if isinstance(texts, (Mapping, torch.Tensor)) or not isinstance(texts, Iterable):
+        raise TypeError(f"{name} must be a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(text).__name__} ({text!r:.40})")
+    return texts
+
+
+def lm_batches(rows: torch.Tensor, batch_size: int, pad_id: int, seed: int = 0) -> Iterator[Batch]:
+    """Endless language-model batches from right-padded (N, T) rows, bucketed by length.
+
+    Each batch is cut to its longest row, so short sentences do not pay for long ones; the input is
+    ``row[:, :-1]`` and the target ``row[:, 1:]``. The arguments are checked at the call, not at the first batch.
+    """
+    check_token_ids(rows, "rows", ndim=2)
+    if rows.shape[0] == 0 or rows.shape[1] < 2:
+        raise ValueError(f"rows must be (N, T) with N >= 1 rows of T >= 2 tokens (input and target), "
+                         f"got shape {tuple(rows.shape)}")
+    check_positive_int(batch_size, "batch_size")
+    check_number(pad_id, "pad_id", integer=True)
+    check_number(seed, "seed", integer=True)
+    if bool((rows != pad_id).sum(dim=1).lt(2).any()):
+        raise ValueError(f"every row needs at least 2 tokens that are not pad_id={pad_id} (an input and a target)")
+    return _lm_batches(rows, batch_size, pad_id, seed)
+
+
+def _lm_batches(rows: torch.Tensor, batch_size: int, pad_id: int, seed: int) -> Iterator[Batch]:
+    generator = torch.Generator().manual_seed(seed)
+    lengths = (rows != pad_id).sum(dim=1)  # (N,)
+    while True:
+        for index in bucket_batches(lengths.tolist(), batch_size, generator):
+            batch = rows[index]  # (N, T) -> (B, T)
+            batch = batch[:, : int(lengths[index].max())]  # (B, T) -> (B, longest)
+            yield Batch(None, batch[:, :-1], batch[:, 1:], pad_id)
+
+
+def train_small_lm(steps: int | None = None, *, n_sentences: int = 20_000, seed: int = 0,
+                   progress: bool = False, **train_overrides) -> tuple[DecoderOnlyLM, History]:
+    """Build and train the small LM from scratch; returns the model (eval mode) and its history."""
+    if steps is not None:
+        check_positive_int(steps, "steps")
+    check_positive_int(n_sentences, "n_sentences")
+    check_number(seed, "seed", integer=True)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
+    tokenizer = make_tokenizer()
+    rows = lm_stream_rows(generate_sentences(n_sentences, seed=TRAIN_SEED), tokenizer, ROW_LEN)
+    overrides = dict(train_overrides, seed=seed)
+    if steps is not None:
+        overrides["steps"] = steps
+    config = small_lm_train_config(**overrides)
+    torch.manual_seed(seed)
+    model = DecoderOnlyLM(small_lm_config(tokenizer))
+    history = train(model, lm_batches(rows, config.batch_size, tokenizer.pad_id, seed), config, progress=progress)
+    return model, history
+
+
+def load_small_lm(path: str | Path = CHECKPOINT) -> DecoderOnlyLM:
+    """The trained small LM that ships with the project (eval mode, on the CPU).
+
+    It was made by ``python benchmarks/train_lm.py --threads 1 --save minitfm/lm/assets/small_lm.pt``
+    (seed 0, :func:`small_lm_train_config`); :func:`train_small_lm` reproduces the recipe (bit for bit only on
+    the same CPU and thread count).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a pathlib.Path to a .pt checkpoint, got {type(path).__name__}")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}; create it with "
+                                "`python benchmarks/train_lm.py --save minitfm/lm/assets/small_lm.pt`")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder; load_small_lm expects the .pt checkpoint file "
+                         "written by save_checkpoint (e.g. minitfm/lm/assets/small_lm.pt)")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is an empty file, not a checkpoint (an interrupted download or save?)")
+    with open(path, "rb") as file:
+        head = file.read(64)
+    if head.startswith(b"version https://git-lfs"):
+        raise ValueError(f"{path} is a Git LFS pointer, not the checkpoint: fetch the file itself (git lfs pull)")
+    if not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip archive, or its legacy pickle
+        raise ValueError(f"{path} is not a checkpoint written by torch.save (it starts with {head[:16]!r}); "
+                         "load_small_lm expects the .pt file of save_checkpoint")
+    try:
+        model = load_checkpoint(path)  # weights_only loading: never runs code from the file
+    except (KeyError, EOFError, RuntimeError, pickle.UnpicklingError) as err:
+        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]})") from None
+    if not isinstance(model, DecoderOnlyLM):
+        raise TypeError(f"{path} holds a {type(model).__name__}, not the small DecoderOnlyLM")
+    return model
+
+
+class PerplexityAndLoss(NamedTuple):
+    """What :func:`perplexity_and_loss` returns, in the order of its name: ``ppl, loss = ...`` or ``.loss``."""
+
+    perplexity: float  # exp(loss)
+    loss: float  # mean cross-entropy per predicted token, in nats
+
+
+def _check_tokenizer_fits(model: DecoderOnlyLM, tokenizer: WordTokenizer) -> None:
+    """Refuse a tokenizer whose vocabulary size or special ids differ from the model's config (a silently
+    wrong score, or an index error deep inside the embedding, otherwise)."""
+    c = model.config
+    if c.vocab_size != tokenizer.vocab_size:
+        raise ValueError(f"the tokenizer does not fit the model: the model's vocab_size is {c.vocab_size}, the "
+                         f"tokenizer has {tokenizer.vocab_size} tokens; pass the tokenizer the model was trained with")
+    for name in ("pad_id", "bos_id", "eos_id"):
+        ours, theirs = getattr(c, name), getattr(tokenizer, name)
+        if ours is not None and ours != theirs:
+            raise ValueError(f"the tokenizer does not fit the model: the model's {name} is {ours}, the "
+                             f"tokenizer's is {theirs}")
+
+
+def perplexity_and_loss(model: DecoderOnlyLM, sentences: Sequence[str], batch_size: int = 256, *,
+                        tokenizer: WordTokenizer | None = None) -> PerplexityAndLoss:
+    """The perplexity and the mean per-token cross-entropy (nats) of ``sentences``, packed like the training
+    rows (:func:`~minitfm.lm.corpus.lm_stream_rows`); the perplexity is the exponential of the loss.
+
+    Every predicted token counts once, whatever ``batch_size`` (which only bounds memory). ``tokenizer``
+    defaults to the corpus tokenizer (:func:`~minitfm.lm.corpus.make_tokenizer`); one whose vocabulary or special
+    ids do not match the model's config raises ``ValueError``. The model is scored in eval mode and left in
+    the mode it was in.
+    """
+    _check_model(model)
+    sentences = _check_texts(sentences, "sentences")
+    check_positive_int(batch_size, "batch_size")
+    _check_tokenizer(tokenizer)
+    tokenizer = make_tokenizer() if tokenizer is None else tokenizer
+    _check_tokenizer_fits(model, tokenizer)
+    rows = lm_stream_rows(sentences, tokenizer, ROW_LEN).to(model.lm_head.weight.device)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        with torch.no_grad():
+            for start in range(0, len(rows), batch_size):
+                batch = rows[start:start + batch_size]
+                logits = model(batch[:, :-1])  # (B, T - 1, V)
+                n = int((batch[:, 1:] != tokenizer.pad_id).sum())
+                if n:  # a batch's mean, weighted by its tokens: every token counts once
+                    loss = label_smoothed_cross_entropy(logits, batch[:, 1:], 0.0, ignore_index=tokenizer.pad_id)
+                    total += loss.item() * n
+                    count += n
+    finally:
+        model.train(was_training)
+    if count == 0:
+        raise ValueError("the sentences hold no token to predict")
+    loss = total / count
+    return PerplexityAndLoss(math.exp(loss), loss)
+
+
+def sample_texts(model: DecoderOnlyLM, n: int, max_new_tokens: int = ROW_LEN, *, prompts: Sequence[str] | None = None,
+                 **generate_kwargs) -> list[str]:
+    """``n`` generated texts, each from ``<bos>`` (or ``<bos>`` + a prompt), prompt included.
+
+    The small LM never emits ``<eos>``, so every text has ``max_new_tokens`` new tokens and usually ends
+    in an unfinished sentence: measure it with ``validity(texts, complete_only=True)``.
+    """
+    _check_model(model)
+    check_positive_int(n, "n")
+    check_positive_int(max_new_tokens, "max_new_tokens")
+    tokenizer = make_tokenizer()
+    _check_tokenizer_fits(model, tokenizer)
+    texts = [""] * n if prompts is None else _check_texts(prompts, "prompts")
+    if len(texts) != n:
+        raise ValueError(f"got {len(texts)} prompts for n={n} texts; give one prompt per text")
+    prompt = tokenizer.encode_batch(texts, side="left").to(model.lm_head.weight.device)  # (n, P) left-padded
+    out = generate(model, prompt, max_new_tokens, **generate_kwargs)
+    return [(t + " " + tokenizer.decode(row)).strip() for t, row in zip(texts, out.new_tokens)]

@@ -1,0 +1,22 @@
+"""Seeing inside the models: plots, explorers and diagrams. No model code imports this package.
+
+==========================  ==============================================================================
+``explorer_data``           the numbers every view shows, computed once (one data source, three views)
+``plotting``                matplotlib figures: attention heatmaps, curves
+``explorers``               ipywidgets explorers with sliders (in a running notebook)
+``static_explorers``        the same explorers as self-contained HTML for the book's pages
+``scale_explorer``          the static explorer of training memory at scale (chapter 12)
+``explorer_engine.js``      the static explorers' browser engine
+``diagrams``                the book's diagrams: attention, masks, heads, blocks, the KV cache
+``drawing``                 the pen behind the diagrams: boxes, arrows, grids, the palette
+==========================  ==============================================================================
+"""
+from minitfm import _lazy
+
+
+def __getattr__(name):  # a submodule, loaded on first attribute access
+    return _lazy.submodule(__name__, __path__, name)
+
+
+def __dir__():
+    return _lazy.names(globals(), __path__)

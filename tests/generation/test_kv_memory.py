@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from minitfm.generation.kv_memory import (
+                                          PUBLISHED_SHAPES,
+                                          allocated_cache_bytes,
+                                          batch_for_cache_fraction,
+                                          bytes_per_element,
+                                          cache_bytes_for,
+                                          format_bytes,
+                                          kv_cache_bytes,
+                                          memory_breakdown,
+                                          )
+from minitfm.layers.kv_cache import KVCache
+
+
+def test_kv_cache_bytes_by_hand():
+    # 2 (K, V) x 3 layers x 4 heads x 10 positions x 8 dims x 2 bytes x 5 sequences
+    assert kv_cache_bytes(3, 4, 10, 8, batch_size=5, dtype=torch.float16) == 2 * 3 * 4 * 10 * 8 * 2 * 5 == 19200
+    assert kv_cache_bytes(3, 4, 10, 8, dtype="fp32") == 2 * 3 * 4 * 10 * 8 * 4
+
+
+def test_bytes_per_element():
+    assert bytes_per_element(torch.float32) == 4
+    assert bytes_per_element(torch.bfloat16) == 2
+    assert bytes_per_element("int8") == 1
+    with pytest.raises(ValueError, match="dtype must be"):
+        bytes_per_element("fp12")
+
+
+def test_allocated_bytes_match_formula():
+    caches = [KVCache(2, 3, 16, 4, dtype=torch.float32) for _ in range(5)]
+    assert allocated_cache_bytes(caches) == kv_cache_bytes(5, 3, 16, 4, batch_size=2, dtype=torch.float32)
+
+
+def test_published_shapes_known_figures():
+    # Llama-2-7B: 2 x 32 x 32 x 128 x 2 bytes = 512 KiB per token, so 1 GiB at 2048 tokens
+    assert cache_bytes_for(PUBLISHED_SHAPES["Llama-2-7B"], 2048) == 2 ** 30
+    # OPT-13B: the vLLM paper's "800 KB per token"
+    assert cache_bytes_for(PUBLISHED_SHAPES["OPT-13B"], 1) == 800 * 1024
+    # grouped-query attention: Llama-2-70B keeps 8 of 64 heads -> 80 x 8 x 128 x 2 x 2 bytes per token
+    assert cache_bytes_for(PUBLISHED_SHAPES["Llama-2-70B"], 1) == 2 * 80 * 8 * 128 * 2
+
+
+def test_memory_breakdown_and_batch_for_fraction():
+    shape = PUBLISHED_SHAPES["Llama-2-7B"]
+    info = memory_breakdown(shape, 2048, batch_size=1)
+    assert info["weights_bytes"] == shape.n_params * 2
+    assert info["cache_fraction"] == pytest.approx(2 ** 30 / (2 ** 30 + shape.n_params * 2))
+    batch = batch_for_cache_fraction(shape, 2048, 0.3)
+    assert memory_breakdown(shape, 2048, batch)["cache_fraction"] >= 0.3
+    assert memory_breakdown(shape, 2048, batch - 1)["cache_fraction"] < 0.3
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\)"):
+        batch_for_cache_fraction(shape, 2048, 1.5)
+
+
+def test_invalid_sizes_raise():
+    with pytest.raises(ValueError, match="seq_len must be >= 1"):
+        kv_cache_bytes(1, 1, 0, 8)
+
+
+def test_format_bytes():
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.50 KiB"
+    assert format_bytes(2 ** 30) == "1.00 GiB"
