@@ -192,6 +192,16 @@ def test_checkpoint_errors_name_the_file(tmp_path):
     torch.save({**data, "kind": "GPT5"}, tmp_path / "kind.pt")
     with pytest.raises(ValueError, match="unknown model kind 'GPT5'"):
         load_checkpoint(tmp_path / "kind.pt")
+    # a file missing its config, or with a config or state_dict of the wrong type: named, never a KeyError
+    torch.save({k: v for k, v in data.items() if k != "config"}, tmp_path / "noconfig.pt")
+    with pytest.raises(ValueError, match="noconfig.pt is not a minitfm checkpoint"):
+        load_checkpoint(tmp_path / "noconfig.pt")
+    torch.save({**data, "config": [1, 2]}, tmp_path / "listconfig.pt")
+    with pytest.raises(ValueError, match="listconfig.pt: its config must be a dict of ModelConfig fields, got list"):
+        load_checkpoint(tmp_path / "listconfig.pt")
+    torch.save({**data, "state_dict": [torch.zeros(1)]}, tmp_path / "liststate.pt")
+    with pytest.raises(ValueError, match="liststate.pt: its state_dict must be a dict of name -> tensor, got list"):
+        load_checkpoint(tmp_path / "liststate.pt")
     torch.save({**data, "config": {**data["config"], "d_model": 32}}, tmp_path / "mismatch.pt")
     with pytest.raises(ValueError, match="mismatch.pt: the weights do not fit its config"):
         load_checkpoint(tmp_path / "mismatch.pt")

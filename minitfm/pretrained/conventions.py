@@ -9,6 +9,7 @@ minitfm does not have), :func:`model_family` says which family a config round-tr
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 from minitfm.config import ModelConfig
 from minitfm.pretrained.files import check_config_fields
@@ -98,7 +99,10 @@ def _special(hf: dict, vocab: int) -> dict:
         out[name] = None if value is None else int(value)
     bos = out["bos_id"] if out["bos_id"] is not None else out["eos_id"]
     eos = out["eos_id"] if out["eos_id"] is not None else bos
-    if bos is None:
+    if bos is None:  # ModelConfig needs ids; generate stops at eos_id, so 0 is only a placeholder
+        warnings.warn("config.json names neither bos_token_id nor eos_token_id: minitfm uses id 0 for both, and "
+                      "config_to_hf (save_pretrained) writes 0 back; pass the real ids if the model has them",
+                      UserWarning, stacklevel=3)
         bos = eos = 0
     pad = out["pad_id"]
     if pad in (bos, eos):

@@ -98,8 +98,8 @@ class Rule:
     hf_key: str
     minitfm_keys: tuple[str, ...]
     how: str  # what the chapter's table shows
-    to_minitfm: Optional[Callable] = None  # tensor -> list of tensors, one per minitfm key
-    to_hf: Optional[Callable] = None  # list of tensors -> tensor
+    forward: Callable  # published tensor -> list of tensors, one per minitfm key (what to_minitfm applies)
+    inverse: Callable  # list of minitfm tensors -> the published tensor (what to_hf applies)
     hf_shape: Optional[tuple] = None  # the published tensor's shape for this config (filled in by key_map)
 
 
@@ -188,7 +188,7 @@ def key_map(config: ModelConfig) -> list[Rule]:
     rules = _gpt2_rules(c) if model_family(c) == "gpt2" else _llama_rules(c)
     expected = _expected_shapes(c)
     with torch.device("meta"):  # the shapes only: each rule's inverse applied to empty tensors
-        return [dataclasses.replace(rule, hf_shape=tuple(rule.to_hf([torch.empty(expected[k]) for k in
+        return [dataclasses.replace(rule, hf_shape=tuple(rule.inverse([torch.empty(expected[k]) for k in
                                                                        rule.minitfm_keys]).shape)) for rule in rules]
 
 
@@ -228,7 +228,7 @@ def to_minitfm(state: dict, config: ModelConfig) -> dict:
         if tuple(published.shape) != rule.hf_shape:  # checked before transforming, so no reshape fails first
             raise ValueError(f"{rule.hf_key} has shape {tuple(published.shape)}; this config expects "
                              f"{rule.hf_shape} (it gives {', '.join(rule.minitfm_keys)}: {rule.how})")
-        tensors = rule.to_minitfm(published)
+        tensors = rule.forward(published)
         if len(tensors) != len(rule.minitfm_keys):  # zip would drop the rest silently
             raise ValueError(f"{rule.hf_key} {tuple(published.shape)} gave {len(tensors)} tensors; '{rule.how}' must "
                              f"give {len(rule.minitfm_keys)} ({', '.join(rule.minitfm_keys)})")
@@ -273,7 +273,7 @@ def to_hf(state: dict, config: ModelConfig) -> dict:
                          "tok_emb.weight in this state dict: the published file would keep only the embedding")
     out = {}
     for rule in rules:
-        tensor = rule.to_hf([state[k] for k in rule.minitfm_keys]).contiguous()
+        tensor = rule.inverse([state[k] for k in rule.minitfm_keys]).contiguous()
         if tuple(tensor.shape) != rule.hf_shape:
             raise ValueError(f"'{rule.how}' made {rule.hf_key} of shape {tuple(tensor.shape)}; the published "
                              f"layout is {rule.hf_shape}")

@@ -54,12 +54,17 @@ def _read_checkpoint(path, device: torch.device) -> dict:
     except (EOFError, RuntimeError, OSError) as err:
         raise ValueError(f"{path} is not a readable checkpoint (empty, truncated or not made by torch.save): "
                          f"{type(err).__name__}: {str(err)[:120] or 'no data'}") from None
-    if not isinstance(data, dict) or "kind" not in data or "state_dict" not in data:
+    if not isinstance(data, dict) or not {"kind", "config", "state_dict"} <= set(data):
         keys = sorted(map(str, data))[:4] if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path} is not a minitfm checkpoint (no 'kind'/'config'/'state_dict'; found {keys}). "
                          "A bare state_dict loads into a model you build yourself: model.load_state_dict(...)")
     if data["kind"] not in MODEL_CLASSES:
         raise ValueError(f"{path} holds an unknown model kind {data['kind']!r}; expected one of {tuple(MODEL_CLASSES)}")
+    if not isinstance(data["config"], dict):
+        raise ValueError(f"{path}: its config must be a dict of ModelConfig fields, got {type(data['config']).__name__}")
+    state = data["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"{path}: its state_dict must be a dict of name -> tensor, got {type(state).__name__}")
     return data
 
 

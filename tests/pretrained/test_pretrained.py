@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -849,3 +850,13 @@ def test_a_bool_causal_mask_buffer_in_an_old_checkpoint_is_skipped(gpt2_parts):
     _, config, state = gpt2_parts
     old = {**state, "transformer.h.0.attn.bias": torch.ones(1, 1, 8, 8, dtype=torch.bool).tril()}
     assert P.to_minitfm(old, config).keys() == P.to_minitfm(state, config).keys()
+
+
+def test_a_config_without_bos_or_eos_ids_warns_that_zero_stands_in():
+    hf = {k: v for k, v in _config().items() if k not in ("bos_token_id", "eos_token_id")}
+    with pytest.warns(UserWarning, match="names neither bos_token_id nor eos_token_id: minitfm uses id 0 for both"):
+        config = P.config_from_hf(hf)
+    assert (config.bos_id, config.eos_id) == (0, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a config that names its ids loads without a warning
+        assert P.config_from_hf(_config()).eos_id == VOCAB - 1
