@@ -36,6 +36,8 @@ def _safetensors():
 def load(directory: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
     """A :class:`DecoderOnlyLM` holding the GPT-2 or Llama checkpoint in ``directory``, in eval mode.
 
+    ``dtype`` is what the model computes in, whatever the file stores: the default float32 upcasts a
+    bfloat16 or float16 checkpoint (on purpose: the book compares logits with ``transformers`` in float32).
     Every file is checked as it is read (:mod:`minitfm.pretrained.files`): a damaged folder gets an error
     naming the file, never a model built from part of it."""
     check_dtype(dtype)

@@ -192,7 +192,9 @@ def key_map(config: ModelConfig) -> list[Rule]:
                                                                        rule.minitfm_keys]).shape)) for rule in rules]
 
 
-_BUFFERS = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")  # not weights: recomputed by minitfm
+# Buffers, not weights: minitfm recomputes them. GPT-2 stores its causal mask as `h.N.attn.bias` (and
+# `attn.masked_bias`); the leading dot matters: `h.N.attn.c_attn.bias` ends in "c_attn.bias", not ".attn.bias".
+_BUFFERS = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")
 
 
 def _normalise_keys(state: dict, family: str) -> dict:
