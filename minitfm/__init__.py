@@ -35,13 +35,15 @@ Chapter                               Modules
                                       ``text.bpe_tokenizer``
 14 Measuring a language model         ``evaluation`` (bits per byte, multiple choice, pass@k, intervals,
                                       paired tests, sample sizes, contamination)
+15 From a base model to an assistant  ``finetuning`` (``lora``, ``adapters``, ``chat``, ``packing``,
+                                      ``classification``, ``sft``; its chapter is to come)
 every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``viz`` (plots, explorers,
                                       diagrams)
 ====================================  ==============================================================
 
 The packages stand in layers that ``lint-imports`` checks (the contracts are in ``pyproject.toml``):
-``layers`` below ``models``, ``models`` below ``generation``, ``generation`` below ``training``, and ``lm``
-on top; no model code imports ``viz``, ``claims`` or ``exercises`` (nor matplotlib or ipywidgets). Modules
+``layers`` below ``models``, ``models`` below ``generation``, ``generation`` below ``training``, ``finetuning``
+above it, and ``lm`` on top; no model code imports ``viz``, ``claims`` or ``exercises`` (nor matplotlib or ipywidgets). Modules
 that moved in version 0.2 fail with their new path: ``import minitfm.bpe`` raises
 ``ImportError: minitfm.bpe moved to minitfm.text.bpe_trainer``.
 

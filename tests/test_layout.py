@@ -65,6 +65,7 @@ VIOLATIONS = [
     ("minitfm/models.py", "import minitfm.training.loop", "layers"),
     ("minitfm/text/pretokenize.py", "import minitfm.text.bpe_trainer", "no-cycles"),
     ("minitfm/lm/corpus.py", "from minitfm.evaluation._validate import check_count", "private-modules"),
+    ("minitfm/training/loop.py", "import minitfm.finetuning.lora", "layers"),
 ]
 
 
@@ -129,7 +130,8 @@ def test_nothing_in_the_repository_uses_an_old_path():
     found = []
     for path, text in repository_texts():
         for pattern in (dotted, slashed, from_import) + ((attribute,) if "import minitfm as m" in text else ()):
-            found += [f"{path.relative_to(ROOT)}: {m.group(0).strip()}" for m in pattern.finditer(text)]
+            found += [f"{path.relative_to(ROOT)}: {m.group(0).strip()}" for m in pattern.finditer(text)
+                      if "moved to" not in text[text.rfind("\n", 0, m.start()) + 1:text.find("\n", m.end())]]
     assert not found, "old module paths:\n" + "\n".join(found[:30])
 
 

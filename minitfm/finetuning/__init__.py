@@ -1,0 +1,47 @@
+"""Fine-tuning a base model (chapter 15): a classifier, a chat model, and LoRA.
+
+==========================  ==============================================================================
+``lora``                    ``LoRALinear`` (y = W x + alpha / r * B A x), ``add_lora``, merge and unmerge, the
+                            trainable and Adam-state counts
+``adapters``                LoRA adapters saved and loaded apart from the base model
+``chat``                    ``ChatTemplate``: conversations as ids with special tokens, the span of every turn,
+                            and the assistant-only loss mask (labels -100 elsewhere)
+``packing``                 several conversations in one row, a block-diagonal mask and restarting positions
+                            so that they cannot attend to each other
+``classification``          ``DecoderClassifier`` (last-token pooling that respects padding) and
+                            ``set_trainable`` (the head only, the last k blocks, LoRA, everything)
+``sft``                     supervised fine-tuning as batches for ``minitfm.training.train``, not a second loop
+==========================  ==============================================================================
+
+Every model here is a :class:`~minitfm.models.DecoderOnlyLM` (the book's, or a published checkpoint loaded with
+``minitfm.pretrained``); the LoRA layers are tested against Hugging Face ``peft`` in ``tests/finetuning``.
+``minitfm.finetuning`` re-exports the public names of the six modules.
+"""
+from minitfm import _lazy
+from minitfm.finetuning.adapters import adapter_config, load_adapters, lora_state_dict, save_adapters
+from minitfm.finetuning.chat import (CHAT_SPECIAL_TOKENS, CHAT_TOKENS, IGNORE_INDEX, ROLES, ChatTemplate, RenderedChat,
+                                     TurnSpan, check_conversation)
+from minitfm.finetuning.classification import DecoderClassifier, collate_classification, set_trainable
+from minitfm.finetuning.lora import (LoRALinear, adam_state_numbers, add_lora, linear_names, lora_layers,
+                                     merge_and_unload, merge_lora, trainable_parameters, unmerge_lora)
+from minitfm.finetuning.packing import PackedRows, block_diagonal_mask, pack_conversations, packed_logits
+from minitfm.finetuning.sft import sft_batch, sft_batches, supervised_finetune
+
+__all__ = [
+    "LoRALinear", "add_lora", "merge_lora", "unmerge_lora", "merge_and_unload", "lora_layers", "linear_names",
+    "trainable_parameters", "adam_state_numbers", "lora_state_dict", "adapter_config", "save_adapters",
+    "load_adapters",
+    "ChatTemplate", "RenderedChat", "TurnSpan", "ROLES", "CHAT_TOKENS", "CHAT_SPECIAL_TOKENS", "IGNORE_INDEX",
+    "check_conversation",
+    "PackedRows", "pack_conversations", "block_diagonal_mask", "packed_logits",
+    "DecoderClassifier", "set_trainable", "collate_classification",
+    "sft_batch", "sft_batches", "supervised_finetune",
+]
+
+
+def __getattr__(name):  # a submodule, loaded on first attribute access
+    return _lazy.submodule(__name__, __path__, name)
+
+
+def __dir__():
+    return _lazy.names(globals(), __path__)
