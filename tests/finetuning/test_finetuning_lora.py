@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+import peft  # noqa: E402  (requirements.txt: the reference; a missing one fails here, never skips)
+import transformers  # noqa: E402
+
 transformers.logging.set_verbosity_error()
 
 import minitfm as m  # noqa: E402
