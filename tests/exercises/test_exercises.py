@@ -14,6 +14,7 @@ import torch.nn.functional as F
 import minitfm as m
 from minitfm import exercises as ex
 from test_exercises_bpe import CASES as BPE_CASES
+from test_exercises_evaluation import CASES as EVALUATION_CASES
 from test_exercises_pretrained import CASES as PRETRAINED_CASES
 
 # ---- correct implementations written from scratch (the library's are used where the signature fits) ----
@@ -482,6 +483,7 @@ CASES = {
 }
 CASES.update(BPE_CASES)  # chapter 7c's checkers, whose cases live beside their own tests
 CASES.update(PRETRAINED_CASES)  # chapter 13's checkers, likewise
+CASES.update(EVALUATION_CASES)  # chapter 14's checkers, likewise
 
 
 def test_every_checker_is_in_the_table_with_three_wrong_implementations():
@@ -561,6 +563,8 @@ LIBRARY = {
     "check_window_partition": m.vision.windows.window_partition,
     "check_online_softmax": m.online_softmax,
     "check_tiled_attention": lambda q, k, v, b, causal: m.tiled_attention(q, k, v, causal=causal, block_q=b, block_k=b),
+    "check_pass_at_k": m.evaluation.pass_at_k,
+    "check_wilson_interval": m.evaluation.wilson_interval,
 }
 
 
