@@ -98,3 +98,60 @@ def test_the_committed_check_fails_on_a_deliberately_wrong_verdict(tmp_path):
     broken.write_text(json.dumps(cells), encoding="utf-8")
     with pytest.raises(AssertionError, match="no difference measured"):
         test_every_committed_verdict_line_uses_the_vocabulary(broken)
+
+
+# ---- the verdict on a mean over seeds, by its 95% interval ------------------------------------------
+from minitfm.claims import interval_verdict, t_quantile_975
+
+
+def test_t_quantile_matches_the_printed_tables_and_scipy():
+    # the 97.5th percentiles every statistics table prints (3 decimals)
+    for df, table in {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 9: 2.262, 30: 2.042, 120: 1.980}.items():
+        assert abs(t_quantile_975(df) - table) < 5e-4, df
+    assert abs(t_quantile_975(10**6) - 1.960) < 1e-3  # the normal's quantile in the limit
+    stats = pytest.importorskip("scipy.stats")
+    for df in [*range(1, 40), 99, 1000, 1001, 5000]:
+        assert t_quantile_975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-6), df
+
+
+def test_interval_verdict_gives_the_mean_its_interval_and_the_word():
+    # three seeds 1, 2, 3: mean 2, standard error 1/sqrt(3), t = 4.303, half-width 2.484
+    line = interval_verdict("gap", [1.0, 2.0, 3.0], above=0)
+    assert line == ("verdict: mixed: gap: mean +2.00, 95% interval -0.48 to +4.48 over 3 seeds "
+                    "(above 0: confirmed; below: contradicted; containing it: mixed)")
+    assert interval_verdict("gap", [2.0, 2.1, 1.9], above=0.5).startswith("verdict: confirmed: gap: mean +2.00")
+    assert interval_verdict("gap", [0.1, 0.2, 0.15], above=0.5).startswith("verdict: contradicted:")
+    # a deterministic difference: the interval is a point, and a point on the line is not above it
+    assert interval_verdict("gap", [0.5, 0.5], above=0.5).startswith("verdict: mixed:")
+    assert "mean +1.3%, 95% interval -2.3% to +4.8% over 3 repeats (above 0: " in interval_verdict(
+        "exact match", [0.010, 0.0, 0.028], above=0, fmt="+.1%", unit="repeats")
+    np = pytest.importorskip("numpy")
+    assert interval_verdict("g", list(np.array([2.0, 2.1, 1.9])), above=0).startswith("verdict: confirmed")
+    assert verdict_problems(line) == []
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    (("gap", [1.0], 0), {}, ValueError, "at least 2 seeds"),
+    (("gap", [], 0), {}, ValueError, "at least 2 seeds"),
+    (("gap", [1.0, float("nan")], 0), {}, ValueError, "finite"),
+    (("gap", [1.0, 2.0], float("inf")), {}, ValueError, "finite"),
+    (("gap", [1.0, "2"], 0), {}, TypeError, "values must hold numbers"),
+    (("gap", [True, False], 0), {}, TypeError, "values must hold numbers"),
+    (("gap", 1.0, 0), {}, TypeError, "sequence with one number per seed"),
+    (("gap", "12", 0), {}, TypeError, "sequence with one number per seed"),
+    (("gap", [1.0, 2.0], "0"), {}, TypeError, "above must be a number"),
+    (("gap", [1.0, 2.0], None), {}, TypeError, "above must be a number"),
+    (("", [1.0, 2.0], 0), {}, TypeError, "what must be a non-empty string"),
+    (("gap", [1.0, 2.0], 0), {"fmt": "q"}, ValueError, "format spec"),
+    (("gap", [1.0, 2.0], 0), {"fmt": 2}, TypeError, "format spec"),
+    (("gap", [1.0, 2.0], 0), {"unit": ""}, TypeError, "unit must be"),
+])
+def test_interval_verdict_refuses_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        interval_verdict(*args, **kwargs)
+
+
+@pytest.mark.parametrize("df, error", [(0, ValueError), (-3, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_t_quantile_refuses_what_is_not_a_count_of_degrees_of_freedom(df, error):
+    with pytest.raises(error, match="df must"):
+        t_quantile_975(df)
