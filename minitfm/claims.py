@@ -31,7 +31,7 @@ __all__ = ["VERDICTS", "interval_verdict", "judge", "seed_table", "t_quantile_97
 # another machine (or a busy one) legitimately gives another figure.
 VERDICTS: dict[str, str] = {
     "confirmed": "the rule, as stated before the run, held: on every seed (or repeat) of this run, or by the "
-                 "decision the cell stated for the seeds together (an interval above the line)",
+                 "decision the cell stated for the seeds together (an interval above the line, a majority)",
     "mixed": "the run cannot settle it: the rule held on some seeds and not on others, or the interval over the "
              "seeds straddles the line",
     "contradicted": "the rule, as stated, failed: on every seed of this run, or by the stated decision over the "
