@@ -71,9 +71,8 @@ code (regex) and the published-model loader (transformers, safetensors, huggingf
 first touched.
 """
 import importlib
-import pkgutil
 
-from minitfm import _moved
+from minitfm import _lazy, _moved
 
 _moved.install()  # before anything else: `import minitfm.text.bpe_trainer` names the module's new path
 
@@ -132,7 +131,7 @@ from minitfm.claims import judge, seed_table
 from minitfm.device import cpu_summary, fastest_threads, pick_device, set_threads
 
 # Every package and module, loaded on first attribute access: ``minitfm.viz.plotting.plot_attention``.
-_LAZY_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+_LAZY_SUBMODULES = _lazy.public_submodules(__path__)
 
 # Top-level names whose module is loaded on first access (it needs regex, or loads a checkpoint, or is big):
 # name -> (module, attribute).
