@@ -21,12 +21,27 @@ from minitfm._checks import check_number, check_positive_int, check_tensor, chec
 
 @dataclass
 class Batch:
-    """One training batch. ``src`` (B, S) is ``None`` for a decoder-only model; tgt_in/tgt_out (B, T)."""
+    """One training batch. ``src`` (B, S) is ``None`` for a decoder-only model; tgt_in/tgt_out (B, T).
+
+    Packed rows (several sequences in one row, chapter 15) also carry ``positions`` (B, T), counting from 0 in
+    every sequence, and ``segments`` (B, T), each token's sequence index; the training loop then lets a token
+    attend only within its own segment (``minitfm.layers.masks.block_diagonal_mask``)."""
 
     src: Optional[torch.Tensor]
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     pad_id: int = 0
+    positions: Optional[torch.Tensor] = None
+    segments: Optional[torch.Tensor] = None
+
+    def __post_init__(self):
+        for name in ("positions", "segments"):
+            value = getattr(self, name)
+            if value is not None:
+                check_token_ids(value, name, ndim=2)
+                if value.shape != self.tgt_in.shape:
+                    raise ValueError(f"Batch.{name} must have tgt_in's shape {tuple(self.tgt_in.shape)}, got "
+                                     f"{tuple(value.shape)}")
 
     @property
     def n_tokens(self) -> int:
@@ -34,8 +49,10 @@ class Batch:
         return int((self.tgt_out != self.pad_id).sum())
 
     def to(self, device) -> "Batch":
-        src = None if self.src is None else self.src.to(device)
-        return Batch(src, self.tgt_in.to(device), self.tgt_out.to(device), self.pad_id)
+        def move(t):
+            return None if t is None else t.to(device)
+        return Batch(move(self.src), self.tgt_in.to(device), self.tgt_out.to(device), self.pad_id,
+                     move(self.positions), move(self.segments))
 
 
 def pad_sequences(seqs: Sequence[torch.Tensor], pad_id: int, side: str = "right") -> torch.Tensor:

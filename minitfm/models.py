@@ -138,9 +138,11 @@ class _Transformer(nn.Module):
 class DecoderOnlyLM(_Transformer):
     """A GPT-style language model: ``n_layers`` causal DecoderBlocks without cross-attention.
 
-    ``forward(tokens (B, T), *, caches, positions, key_mask, return_intermediates)`` returns logits
+    ``forward(tokens (B, T), *, caches, positions, key_mask, attn_mask, return_intermediates)`` returns logits
     (B, T, V), or ``(logits, Intermediates)``. ``positions`` (T,) or (B, T) overrides the default
-    (P + arange(T), or counted from ``key_mask``); ``key_mask`` (B, P + T) bool, ``True`` = real token.
+    (P + arange(T), or counted from ``key_mask``); ``key_mask`` (B, P + T) bool, ``True`` = real token;
+    ``attn_mask`` (B or 1, 1, T, P + T) bool, ``True`` = query may attend to key, narrows the causal mask
+    further (it is combined with it, never replaces it: packed rows pass a block-diagonal one).
     """
 
     def __init__(self, config: ModelConfig):
@@ -169,7 +171,7 @@ class DecoderOnlyLM(_Transformer):
         counted = (key_mask.long().cumsum(dim=-1) - 1).clamp(min=0)  # (B, P + T): index among real tokens
         return counted[:, past:]  # (B, P + T) -> (B, T)
 
-    def forward(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None,
+    def forward(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None, attn_mask=None,
                 return_intermediates: bool = False):
         past = self._check_caches(caches, len(self.layers), cross=False)
         self.check_tokens(tokens, "tokens", past)
@@ -177,10 +179,17 @@ class DecoderOnlyLM(_Transformer):
         auto_positions = self.positions_from_mask(key_mask, past, t, b, tokens.device)
         positions = auto_positions if positions is None else positions
         mask = None  # one new token after a cache sees every key: a decode step needs no mask
-        if t > 1 or key_mask is not None:
+        if t > 1 or key_mask is not None or attn_mask is not None:
             mask = causal_mask(t, past + t, device=tokens.device)  # (1, T, P + T)
         if key_mask is not None:
             mask = mask & key_mask[:, None, None, :]  # (1, T, P + T) & (B, 1, 1, P + T) -> (B, 1, T, P + T)
+        if attn_mask is not None:
+            check_tensor(attn_mask, "attn_mask", ndim=4)
+            if (attn_mask.dtype != torch.bool or attn_mask.shape[0] not in (1, b) or attn_mask.shape[1] != 1
+                    or attn_mask.shape[2:] != (t, past + t)):
+                raise ValueError(f"attn_mask must be bool (B, 1, T, P + T) = ({b}, 1, {t}, {past + t}) with True = "
+                                 f"may attend, got {attn_mask.dtype} {tuple(attn_mask.shape)}")
+            mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         x = self.embed(tokens, positions)
         inter = Intermediates(decoder_hidden=[x]) if return_intermediates else None

@@ -25,6 +25,7 @@ the same TCP port, and a lost message then stalls a run until its cell timeout.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -170,11 +171,17 @@ def _offsets(text: str) -> list[int]:
 
 def cmd_run(args) -> int:
     bad = 0
-    for path in _notebooks(args.notebooks):
-        r = run_one(path, args.offset, keep=Path(args.keep) if args.keep else None)
-        status = "ok" if not r["error"] else f"FAILED in cell {r.get('cell')}: {r['error']}"
-        print(f"{path.name} (seeds + {args.offset}): {status} ({r['seconds']} s)", flush=True)
-        bad += bool(r["error"])
+    keep = Path(args.keep) if args.keep else None
+    paths = _notebooks(args.notebooks)
+    # Each notebook runs in its own kernel on one thread, so --jobs N runs N at once in N worker processes
+    # (each sets the seed offset in its own environment).
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_one, path, args.offset, keep=keep) for path in paths]
+        for future in concurrent.futures.as_completed(futures):
+            r = future.result()
+            status = "ok" if not r["error"] else f"FAILED in cell {r.get('cell')}: {r['error']}"
+            print(f"{r['notebook']} (seeds + {args.offset}): {status} ({r['seconds']} s)", flush=True)
+            bad += bool(r["error"])
     print(f"{bad} notebook(s) failed with seeds shifted by {args.offset}")
     return 1 if bad else 0
 
@@ -222,6 +229,7 @@ def main(argv=None) -> int:
     run = sub.add_parser("run", help="execute notebooks once with shifted seeds")
     run.add_argument("--offset", type=int, required=True)
     run.add_argument("--keep", help="folder for the executed copies")
+    run.add_argument("--jobs", type=int, default=1, help="notebooks run at once, each in its own process")
     sweep = sub.add_parser("sweep", help="execute notebooks over many offsets, resumable")
     sweep.add_argument("--offsets", default="1-20", help="e.g. 1-20 or 1,5,9-12")
     sweep.add_argument("--redo", action="store_true", help="run offsets already recorded again")

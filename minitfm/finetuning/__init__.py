@@ -7,15 +7,22 @@
 ``chat``                    ``ChatTemplate``: conversations as ids with special tokens, the span of every turn,
                             and the assistant-only loss mask (labels -100 elsewhere)
 ``packing``                 several conversations in one row, a block-diagonal mask and restarting positions
-                            so that they cannot attend to each other
+                            so that they cannot attend to each other, as a ``Batch`` that ``train`` takes
 ``classification``          ``DecoderClassifier`` (last-token pooling that respects padding) and
                             ``set_trainable`` (the head only, the last k blocks, LoRA, everything)
 ``sft``                     supervised fine-tuning as batches for ``minitfm.training.train``, not a second loop
+``tasks``                   five tasks whose answers a program checks (arithmetic, counting letters, sorting,
+                            acronyms, glossary terms in English and Chinese), with held-out facts and template
+``answering``               greedy replies to many questions at once, scored by the tasks' checks; one reply
+                            for the chat widget
+``new_tokens``              new special tokens for a published model's tokenizer, and its embedding grown to
+                            match (the chat tokens for GPT-2)
 ==========================  ==============================================================================
 
 Every model here is a :class:`~minitfm.models.DecoderOnlyLM` (the book's, or a published checkpoint loaded with
 ``minitfm.pretrained``); the LoRA layers are tested against Hugging Face ``peft`` in ``tests/finetuning``.
-``minitfm.finetuning`` re-exports the public names of the six modules.
+``minitfm.finetuning`` re-exports the public names of the modules (``tasks`` is used as a namespace:
+``from minitfm.finetuning import tasks``).
 """
 from minitfm import _lazy
 from minitfm.finetuning.adapters import adapter_config, load_adapters, lora_state_dict, save_adapters
@@ -24,7 +31,10 @@ from minitfm.finetuning.chat import (CHAT_SPECIAL_TOKENS, CHAT_TOKENS, IGNORE_IN
 from minitfm.finetuning.classification import DecoderClassifier, collate_classification, set_trainable
 from minitfm.finetuning.lora import (LoRALinear, adam_state_numbers, add_lora, linear_names, lora_layers,
                                      merge_and_unload, merge_lora, trainable_parameters, unmerge_lora)
-from minitfm.finetuning.packing import PackedRows, block_diagonal_mask, pack_conversations, packed_logits
+from minitfm.finetuning.new_tokens import resize_token_embeddings, with_special_tokens
+from minitfm.finetuning.packing import (PackedRows, block_diagonal_mask, pack_conversations, packed_batch,
+                                        packed_logits)
+from minitfm.finetuning.answering import replies, reply, score
 from minitfm.finetuning.sft import sft_batch, sft_batches, supervised_finetune
 
 __all__ = [
@@ -33,9 +43,10 @@ __all__ = [
     "load_adapters",
     "ChatTemplate", "RenderedChat", "TurnSpan", "ROLES", "CHAT_TOKENS", "CHAT_SPECIAL_TOKENS", "IGNORE_INDEX",
     "check_conversation",
-    "PackedRows", "pack_conversations", "block_diagonal_mask", "packed_logits",
+    "PackedRows", "pack_conversations", "block_diagonal_mask", "packed_logits", "packed_batch",
     "DecoderClassifier", "set_trainable", "collate_classification",
     "sft_batch", "sft_batches", "supervised_finetune",
+    "with_special_tokens", "resize_token_embeddings", "replies", "reply", "score",
 ]
 
 

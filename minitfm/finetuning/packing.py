@@ -22,8 +22,10 @@ from typing import Sequence
 import torch
 
 from minitfm._checks import check_positive_int, check_tensor
-from minitfm.finetuning._forward import check_decoder, hidden_states
+from minitfm.finetuning._forward import check_decoder
+from minitfm.data import Batch
 from minitfm.finetuning.chat import IGNORE_INDEX, RenderedChat
+from minitfm.layers.masks import block_diagonal_mask
 from minitfm.models import DecoderOnlyLM
 
 PAD_SEGMENT = -1
@@ -74,18 +76,6 @@ def pack_conversations(chats: Sequence[RenderedChat], row_len: int, *, pad_id: i
     return out
 
 
-def block_diagonal_mask(segments: torch.Tensor) -> torch.Tensor:
-    """(B, T) segment ids -> (B, 1, T, T) bool: ``True`` where query i may attend to key j, i.e. j <= i and
-    both tokens belong to the same segment (conversation)."""
-    check_tensor(segments, "segments", ndim=2)
-    if segments.is_floating_point() or segments.dtype == torch.bool:
-        raise TypeError(f"segments must hold integer segment ids, got {segments.dtype}")
-    t = segments.shape[1]
-    same = segments[:, :, None] == segments[:, None, :]  # (B, T, T)
-    causal = torch.ones(t, t, dtype=torch.bool, device=segments.device).tril()  # (T, T)
-    return (same & causal)[:, None]  # (B, 1, T, T): one mask for every head
-
-
 def packed_logits(model: DecoderOnlyLM, rows: PackedRows) -> torch.Tensor:
     """(B, T, V) logits of packed rows: each conversation sees only itself, at its own positions."""
     if not isinstance(rows, PackedRows):
@@ -93,4 +83,14 @@ def packed_logits(model: DecoderOnlyLM, rows: PackedRows) -> torch.Tensor:
     check_decoder(model)
     device = model.tok_emb.weight.device
     mask = block_diagonal_mask(rows.segments.to(device))
-    return model.lm_head(hidden_states(model, rows.ids.to(device), mask, rows.positions.to(device)))
+    return model(rows.ids.to(device), positions=rows.positions.to(device), attn_mask=mask)
+
+
+def packed_batch(rows: PackedRows) -> Batch:
+    """Packed rows as a training :class:`~minitfm.data.Batch` for :func:`minitfm.training.train`: the shifted
+    ids and labels, with each row's positions and segments, so the loop's forward builds the block-diagonal
+    mask (``forward_batch``) and no conversation attends to another."""
+    if not isinstance(rows, PackedRows):
+        raise TypeError(f"rows must be PackedRows (pack_conversations), got {type(rows).__name__}")
+    return Batch(None, rows.ids[:, :-1], rows.labels[:, 1:], IGNORE_INDEX, positions=rows.positions[:, :-1],
+                 segments=rows.segments[:, :-1])

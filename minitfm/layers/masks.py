@@ -69,3 +69,15 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
                                f"mask {i} combined to {tuple(result.shape)} and mask {i} {tuple(mask.shape)}")
         result = mask if result is None else result & mask
     return result
+
+
+def block_diagonal_mask(segments: torch.Tensor) -> torch.Tensor:
+    """(B, T) segment ids -> (B, 1, T, T) bool: ``True`` where query i may attend to key j, i.e. j <= i and
+    both tokens belong to the same segment (several sequences packed in one row, chapter 15)."""
+    check_tensor(segments, "segments", ndim=2)
+    if segments.is_floating_point() or segments.is_complex() or segments.dtype == torch.bool:
+        raise TypeError(f"segments must hold integer segment ids, got {segments.dtype}")
+    t = segments.shape[1]
+    same = segments[:, :, None] == segments[:, None, :]  # (B, T, T)
+    return (same & causal_mask(t, device=segments.device))[:, None]  # (B, 1, T, T): one mask for every head
+

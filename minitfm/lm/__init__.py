@@ -1,8 +1,10 @@
-"""The book's own language and language model (chapters 7c-9, 14): a recipe built from the other packages.
+"""The book's own language and language models (chapters 7c-9, 14, 15): a recipe built from the other packages.
 
 ==========================  ==============================================================================
 ``corpus``                  the grammar language: its vocabulary, sentences, parser and validity
 ``small_lm``                the small decoder trained on it, its checkpoint (``assets/``), perplexity, samples
+``base_lm``                 chapter 15's base model: bytes as tokens, pretrained on the book's prose and the
+                            tasks' facts (``benchmarks/train_base_lm.py``), its held-out bits per byte
 ==========================  ==============================================================================
 """
 from minitfm import _lazy

@@ -12,8 +12,6 @@ and :func:`sample_texts` generates sentences whose validity :func:`minitfm.lm.co
 from __future__ import annotations
 
 import math
-import os
-import pickle
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -23,10 +21,11 @@ from minitfm._checks import check_number, check_positive_int, check_token_ids
 from minitfm.config import ModelConfig
 from minitfm.data import Batch, bucket_batches
 from minitfm.generation import generate
+from minitfm.lm._shipped import load_shipped_model
 from minitfm.lm.corpus import generate_sentences, lm_stream_rows, make_tokenizer
 from minitfm.models import DecoderOnlyLM
 from minitfm.text.words import WordTokenizer
-from minitfm.training import History, TrainConfig, label_smoothed_cross_entropy, load_checkpoint, train
+from minitfm.training import History, TrainConfig, label_smoothed_cross_entropy, train
 
 TRAIN_SEED, VALID_SEED = 0, 1  # corpus seeds: training and held-out sentences never share a generator
 ROW_LEN = 32  # tokens per training row: <bos> and about three sentences, packed without padding
@@ -129,31 +128,7 @@ def load_small_lm(path: str | Path = CHECKPOINT) -> DecoderOnlyLM:
     (seed 0, :func:`small_lm_train_config`); :func:`train_small_lm` reproduces the recipe (bit for bit only on
     the same CPU and thread count).
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or a pathlib.Path to a .pt checkpoint, got {type(path).__name__}")
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}; create it with "
-                                "`python benchmarks/train_lm.py --save minitfm/lm/assets/small_lm.pt`")
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder; load_small_lm expects the .pt checkpoint file "
-                         "written by save_checkpoint (e.g. minitfm/lm/assets/small_lm.pt)")
-    if path.stat().st_size == 0:
-        raise ValueError(f"{path} is an empty file, not a checkpoint (an interrupted download or save?)")
-    with open(path, "rb") as file:
-        head = file.read(64)
-    if head.startswith(b"version https://git-lfs"):
-        raise ValueError(f"{path} is a Git LFS pointer, not the checkpoint: fetch the file itself (git lfs pull)")
-    if not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip archive, or its legacy pickle
-        raise ValueError(f"{path} is not a checkpoint written by torch.save (it starts with {head[:16]!r}); "
-                         "load_small_lm expects the .pt file of save_checkpoint")
-    try:
-        model = load_checkpoint(path)  # weights_only loading: never runs code from the file
-    except (KeyError, EOFError, RuntimeError, pickle.UnpicklingError) as err:
-        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]})") from None
-    if not isinstance(model, DecoderOnlyLM):
-        raise TypeError(f"{path} holds a {type(model).__name__}, not the small DecoderOnlyLM")
-    return model
+    return load_shipped_model(path, "python benchmarks/train_lm.py --save minitfm/lm/assets/small_lm.pt")
 
 
 class PerplexityAndLoss(NamedTuple):

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from minitfm._checks import check_choice, check_number, check_positive_int, check_probability
 from minitfm.data import Batch
+from minitfm.layers.masks import block_diagonal_mask
 from minitfm.models import EncoderDecoder
 from minitfm.training.losses import label_smoothed_cross_entropy
 from minitfm.training.schedules import SCHEDULES, noam_lr, warmup_cosine_lr
@@ -102,8 +103,13 @@ def forward_batch(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     if isinstance(model, EncoderDecoder):
         if batch.src is None:
             raise ValueError("an EncoderDecoder needs batch.src; this batch has none (decoder-only data?)")
+        if batch.segments is not None or batch.positions is not None:
+            raise ValueError("packed batches (segments, positions) are for decoder-only models, not an EncoderDecoder")
         return model(batch.src, batch.tgt_in)
-    return model(batch.tgt_in)
+    if batch.segments is None and batch.positions is None:
+        return model(batch.tgt_in)
+    attn_mask = None if batch.segments is None else block_diagonal_mask(batch.segments)
+    return model(batch.tgt_in, positions=batch.positions, attn_mask=attn_mask)
 
 
 def _update(model, optimizer, batch: Batch, config: TrainConfig) -> tuple[float, float]:

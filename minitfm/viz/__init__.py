@@ -8,6 +8,7 @@
 ``scale_explorer``          the static explorer of training memory at scale (chapter 12)
 ``explorer_engine.js``      the static explorers' browser engine
 ``diagrams``                the book's diagrams: attention, masks, heads, blocks, the KV cache
+``finetuning_diagrams``     chapter 15's diagrams: the LoRA update, a chat's token spans and its loss mask
 ``drawing``                 the pen behind the diagrams: boxes, arrows, grids, the palette
 ==========================  ==============================================================================
 """

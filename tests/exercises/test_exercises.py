@@ -15,6 +15,7 @@ import minitfm as m
 from minitfm import exercises as ex
 from test_exercises_bpe import CASES as BPE_CASES
 from test_exercises_evaluation import CASES as EVALUATION_CASES
+from test_exercises_finetuning import CASES as FINETUNING_CASES
 from test_exercises_pretrained import CASES as PRETRAINED_CASES
 
 # ---- correct implementations written from scratch (the library's are used where the signature fits) ----
@@ -484,6 +485,7 @@ CASES = {
 CASES.update(BPE_CASES)  # chapter 7c's checkers, whose cases live beside their own tests
 CASES.update(PRETRAINED_CASES)  # chapter 13's checkers, likewise
 CASES.update(EVALUATION_CASES)  # chapter 14's checkers, likewise
+CASES.update(FINETUNING_CASES)  # chapter 15's checkers, likewise
 
 
 def test_every_checker_is_in_the_table_with_three_wrong_implementations():

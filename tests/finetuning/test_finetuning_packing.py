@@ -105,3 +105,54 @@ def test_bad_packing_input_is_refused():
         packed_logits(model("rope"), CHATS[0])
     with pytest.raises(TypeError, match="model must be a minitfm DecoderOnlyLM, got Linear"):
         packed_logits(torch.nn.Linear(2, 2), PackedRows(*(torch.zeros(1, 2, dtype=torch.long),) * 4))
+
+
+def test_packed_rows_train_through_the_books_loop_as_each_conversation_alone():
+    """``packed_batch`` through ``train``'s own forward: the loss and the gradients of a packed row equal those
+    of the conversations run one by one (token-weighted), so packing changes the speed, not what is learned."""
+    from minitfm.finetuning import packed_batch, sft_batch
+    from minitfm.training.loop import forward_batch
+    net = model("learned")
+    rows = pack_conversations(CHATS, row_len=sum(len(c) for c in CHATS) + 2, pad_id=TOKENIZER.pad_id)
+    packed = packed_batch(rows)
+
+    def loss_and_grads(batch):
+        net.zero_grad()
+        logits = forward_batch(net, batch)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
+                                                 ignore_index=IGNORE_INDEX, reduction="sum")
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+
+    loss, grads = loss_and_grads(packed)
+    alone = [loss_and_grads(sft_batch([chat])) for chat in CHATS]
+    torch.testing.assert_close(loss, sum(a for a, _ in alone), rtol=1e-10, atol=1e-10)
+    for i, g in enumerate(grads):
+        torch.testing.assert_close(g, sum(gs[i] for _, gs in alone), rtol=1e-8, atol=1e-10)
+    # without the segments (one plain causal row) the later conversations read the earlier ones: not equal
+    leaky = dataclasses.replace(packed, segments=None)
+    assert not torch.allclose(loss_and_grads(leaky)[0], loss)
+
+
+def test_a_packed_batch_trains_with_train():
+    from minitfm.finetuning import packed_batch
+    from minitfm.training import TrainConfig, train
+    net = model("rope", dtype=torch.float32).train()
+    batch = packed_batch(pack_conversations(CHATS * 4, row_len=40, pad_id=TOKENIZER.pad_id))
+    history = train(net, iter([batch] * 30), TrainConfig(steps=30, batch_size=batch.tgt_in.shape[0], lr=3e-3,
+                                                         seed=0), progress=False)
+    assert history.loss[-1] < 0.5 * history.loss[0]
+
+
+def test_the_models_attn_mask_narrows_never_widens_and_refuses_a_wrong_shape():
+    net = model("rope")
+    ids = CHATS[0].ids[None]
+    t = ids.shape[1]
+    everything = torch.ones(1, 1, t, t, dtype=torch.bool)  # "attend everywhere" stays causal
+    torch.testing.assert_close(net(ids, attn_mask=everything), net(ids))
+    with pytest.raises(ValueError, match="attn_mask must be bool"):
+        net(ids, attn_mask=everything[..., :-1])
+    with pytest.raises(ValueError, match="attn_mask must be bool"):
+        net(ids, attn_mask=everything.float())
+    with pytest.raises(ValueError, match="Batch.segments must have tgt_in's shape"):
+        m.Batch(None, ids, ids, segments=torch.zeros(1, t + 1, dtype=torch.long))

@@ -153,14 +153,14 @@ def _checkpoint_file(tmp_path, kind):
 
 LOAD_CASES = [
     ("missing", FileNotFoundError, "no checkpoint at"),
-    ("folder", ValueError, "is a folder; load_small_lm expects the .pt checkpoint file"),
+    ("folder", ValueError, "is a folder; the loader expects the .pt checkpoint file"),
     ("empty", ValueError, "is an empty file, not a checkpoint"),
     ("text", ValueError, "is not a checkpoint written by torch.save (it starts with b'hello, not a che"),
     ("lfs pointer", ValueError, "is a Git LFS pointer, not the checkpoint"),
     ("truncated", ValueError, "is not a readable checkpoint"),
     ("malicious pickle", ValueError, "refused to load"),
     ("bare dict", ValueError, "is not a minitfm checkpoint"),
-    ("encoder-decoder", TypeError, "holds a EncoderDecoder, not the small DecoderOnlyLM"),
+    ("encoder-decoder", TypeError, "holds a EncoderDecoder, not a DecoderOnlyLM"),
 ]
 
 

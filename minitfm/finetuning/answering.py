@@ -1,0 +1,71 @@
+"""Asking a chat model: replies to many questions at once, scored by the tasks' checks.
+
+Glossary: B questions in a batch, P the longest prompt, N new tokens at most.
+
+The prompts are rendered by the chat template with the generation prompt (``... <|assistant|>``), left-padded
+so that every row's next token is predicted at the last column, and decoded greedily with the KV cache until
+each row writes the end-of-turn token. Greedy decoding makes a score a property of the model, not of a
+sampler's luck; :func:`reply` samples when a temperature is given (the chat widget's choice).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from minitfm._checks import check_number, check_positive_int
+from minitfm.data import pad_sequences
+from minitfm.finetuning.chat import ChatTemplate
+from minitfm.finetuning.tasks import Example, is_correct
+from minitfm.generation import generate
+from minitfm.generation.sampling import Temperature, TopK
+
+
+def _check(model, template) -> None:
+    if not isinstance(template, ChatTemplate):
+        raise TypeError(f"template must be a ChatTemplate, got {type(template).__name__}")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a minitfm DecoderOnlyLM, got {type(model).__name__}")
+
+
+def replies(model, template: ChatTemplate, conversations: Sequence, *, max_new_tokens: int = 32,
+            batch_size: int = 128) -> list[str]:
+    """The greedy reply of ``model`` to each conversation (a list of turns ending with the user's)."""
+    _check(model, template)
+    check_positive_int(max_new_tokens, "max_new_tokens")
+    check_positive_int(batch_size, "batch_size")
+    if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence) or not conversations:
+        raise TypeError("conversations must be a non-empty list of conversations (lists of turns)")
+    prompts = [template.render(c, add_generation_prompt=True).ids for c in conversations]
+    out = []
+    for i in range(0, len(prompts), batch_size):
+        chunk = prompts[i:i + batch_size]
+        lengths = torch.tensor([len(p) for p in chunk])
+        ids = pad_sequences(chunk, 0, side="left")  # (B, P)
+        real = torch.arange(ids.shape[1])[None, :] >= (ids.shape[1] - lengths)[:, None]  # (B, P) True = real
+        result = generate(model, ids, max_new_tokens, eos_id=template.end_id, prompt_mask=real)
+        out += [template.reply(row) for row in result.tokens[:, result.prompt_len:]]
+    return out
+
+
+def score(model, template: ChatTemplate, examples: Sequence[Example], *, max_new_tokens: int = 32) -> list[bool]:
+    """For each example, whether the model's greedy reply to its question is exactly its answer (a list of
+    bools in the examples' order, ready for an interval or a paired test)."""
+    if not examples or not all(isinstance(e, Example) for e in examples):
+        raise TypeError("examples must be a non-empty list of minitfm.finetuning.tasks.Example")
+    answers = replies(model, template, [e.chat(with_answer=False) for e in examples], max_new_tokens=max_new_tokens)
+    return [is_correct(e, a) for e, a in zip(examples, answers)]
+
+
+def reply(model, template: ChatTemplate, conversation, *, max_new_tokens: int = 48, temperature: float = 0.0,
+          top_k: int | None = None, seed: int = 0) -> str:
+    """One reply: greedy at ``temperature=0``, else sampled (with ``top_k`` if given) from a seeded generator."""
+    _check(model, template)
+    check_number(temperature, "temperature", low=0.0)
+    if temperature == 0:
+        return replies(model, template, [conversation], max_new_tokens=max_new_tokens)[0]
+    processors = [Temperature(temperature)] + ([TopK(top_k)] if top_k else [])
+    prompt = template.prompt_ids(conversation)  # (1, P)
+    result = generate(model, prompt, max_new_tokens, processors=processors, do_sample=True,
+                      generator=torch.Generator().manual_seed(seed), eos_id=template.end_id)
+    return template.reply(result.tokens[0, result.prompt_len:])

@@ -1,0 +1,69 @@
+"""The checkers of chapter 15 (the LoRA forward pass, the assistant-only loss mask) accept a correct function and
+name each typical mistake. ``CASES`` joins ``tests/exercises/test_exercises.py``'s shared table."""
+import math
+
+import torch
+
+from minitfm import exercises as ex
+from minitfm.finetuning import LoRALinear
+
+
+def lora_ok(x, weight, a, b, alpha, r):
+    return x @ weight.T + (alpha / r) * (x @ a.T) @ b.T
+
+
+def labels_ok(ids, spans):
+    labels = [-100] * len(ids)
+    for span in spans:
+        if span.role == "assistant":
+            labels[span.content_start:span.stop] = ids[span.content_start:span.stop]
+    return labels
+
+
+def labels_no_end(ids, spans):
+    labels = [-100] * len(ids)
+    for span in spans:
+        if span.role == "assistant":
+            labels[span.content_start:span.stop - 1] = ids[span.content_start:span.stop - 1]
+    return labels
+
+
+def labels_with_role(ids, spans):
+    labels = [-100] * len(ids)
+    for span in spans:
+        if span.role == "assistant":
+            labels[span.start:span.stop] = ids[span.start:span.stop]
+    return labels
+
+
+CASES = {
+    "check_lora_forward": (lora_ok, [
+        (lambda x, w, a, b, alpha, r: (alpha / r) * (x @ a.T) @ b.T, "left out the frozen weight"),
+        (lambda x, w, a, b, alpha, r: x @ w.T + alpha * (x @ a.T) @ b.T, "scaled the update by alpha;"),
+        (lambda x, w, a, b, alpha, r: x @ w.T + alpha / math.sqrt(r) * (x @ a.T) @ b.T, "rsLoRA"),
+        (lambda x, w, a, b, alpha, r: x @ w.T + (x @ a.T) @ b.T, "forgot the scale"),
+    ]),
+    "check_loss_mask": (labels_ok, [
+        (labels_no_end, "end-of-turn token"),
+        (labels_with_role, "role token"),
+        (lambda ids, spans: list(ids), "whole sequence"),
+        (lambda ids, spans: [0 if v == -100 else v for v in labels_ok(ids, spans)], "filled the masked positions with 0"),
+    ]),
+}
+
+
+def test_the_librarys_lora_layer_passes_the_lora_check():
+    def lora_forward(x, weight, a, b, alpha, r):
+        layer = LoRALinear(torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False), r=r, alpha=alpha)
+        with torch.no_grad():
+            layer.base.weight.copy_(weight)
+            layer.lora_A.copy_(a)
+            layer.lora_B.copy_(b)
+        return layer(x).detach()
+    assert ex.check_lora_forward(lora_forward, verbose=False).passed
+
+
+def test_a_tensor_answer_passes_the_loss_mask_check_and_a_shifted_one_is_named():
+    assert ex.check_loss_mask(lambda ids, spans: torch.tensor(labels_ok(ids, spans)), verbose=False).passed
+    shifted = ex.check_loss_mask(lambda ids, spans: labels_ok(ids, spans)[1:] + [-100], verbose=False)
+    assert not shifted.passed and "shifted the labels by one" in shifted.message
