@@ -27,8 +27,8 @@ from _openmp import WAIT_POLICY  # noqa: E402  (sets OMP_WAIT_POLICY before torc
 import torch  # noqa: E402
 
 from minitfm.device import cpu_summary  # noqa: E402
-from minitfm.finetuning.tasks import TASKS, facts, split_of, statement_prefix  # noqa: E402
-from minitfm.generation import generate  # noqa: E402
+from minitfm.finetuning.answering import statement_recall  # noqa: E402
+from minitfm.finetuning.tasks import TASKS, facts, split_of  # noqa: E402
 from minitfm.lm.base_lm import CHECKPOINT, byte_tokenizer, heldout_bits_per_byte, train_base_lm  # noqa: E402
 from minitfm.training import save_checkpoint  # noqa: E402
 
@@ -36,16 +36,11 @@ TOLERANCE = 0.05  # bits per byte: a rerun on another machine lands within this 
 RECORD = CHECKPOINT.with_suffix(".json")
 
 
-def fact_recall(model, task: str, split: str, limit: int = 200) -> float:
-    """Share of (up to ``limit``) facts of ``split`` whose statement the model completes greedily."""
-    chosen = [f for f in facts(task) if split_of(task, f) == split][:limit]
-    tokenizer, hits = byte_tokenizer(), 0
-    for fact in chosen:
-        prefix, rest = statement_prefix(task, fact)
-        ids = torch.tensor([[model.config.bos_id] + tokenizer.encode(prefix)])
-        out = generate(model, ids, max_new_tokens=len(rest.encode("utf-8")))
-        hits += tokenizer.decode(out.tokens[0, out.prompt_len:].tolist()) == rest
-    return hits / len(chosen)
+def fact_recall(model, task: str, split: str) -> float:
+    """Share of the facts of ``split`` whose statement the model completes greedily."""
+    chosen = [f for f in facts(task) if split_of(task, f) == split]
+    hits = statement_recall(model, byte_tokenizer(), task, chosen, bos_id=model.config.bos_id)
+    return sum(hits) / len(hits)
 
 
 def main() -> int:

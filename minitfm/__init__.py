@@ -35,8 +35,9 @@ Chapter                               Modules
                                       ``text.bpe_tokenizer``
 14 Measuring a language model         ``evaluation`` (bits per byte, multiple choice, pass@k, intervals,
                                       paired tests, sample sizes, contamination)
-15 From a base model to an assistant  ``finetuning`` (``lora``, ``adapters``, ``chat``, ``packing``,
-                                      ``classification``, ``sft``; its chapter is to come)
+15 From a base model to an assistant  ``finetuning`` (``chat``, ``packing``, ``sft``, ``tasks``, ``answering``,
+                                      ``lora``, ``adapters``, ``new_tokens``, ``classification``),
+                                      ``lm.base_lm``, ``viz.finetuning_diagrams``
 every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``viz`` (plots, explorers,
                                       diagrams)
 ====================================  ==============================================================

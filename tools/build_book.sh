@@ -80,6 +80,9 @@ for dir in "$STAGE/widgets/@jupyter-widgets" "$STAGE/widgets/@jupyter-widgets/ht
   cp "$HM"/*.woff2 "$HM"/*.woff "$dir/"
 done
 cp "$MODULES/@jupyter-widgets/html-manager/LICENSE" "$STAGE/widgets/LICENSE" 2>/dev/null || true
+# The live model of the pages (minitfm/viz/live_model.py): its engine and each shipped model's weights as a script
+# (header + base64), which a live explorer loads from _assets/live/ (a script, not a fetch: pages work from file://).
+python -m minitfm.viz.live_model bundle "$STAGE/live"
 # axe-core is for the site test only (tests/book/test_site.py injects it into each page to audit
 # accessibility); it goes next to the site, not into it.
 mkdir -p _build/test_assets

@@ -34,7 +34,7 @@ from minitfm.finetuning.lora import (LoRALinear, adam_state_numbers, add_lora, l
 from minitfm.finetuning.new_tokens import resize_token_embeddings, with_special_tokens
 from minitfm.finetuning.packing import (PackedRows, block_diagonal_mask, pack_conversations, packed_batch,
                                         packed_logits)
-from minitfm.finetuning.answering import replies, reply, score
+from minitfm.finetuning.answering import completions, replies, reply, score, statement_recall
 from minitfm.finetuning.sft import sft_batch, sft_batches, supervised_finetune
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "PackedRows", "pack_conversations", "block_diagonal_mask", "packed_logits", "packed_batch",
     "DecoderClassifier", "set_trainable", "collate_classification",
     "sft_batch", "sft_batches", "supervised_finetune",
-    "with_special_tokens", "resize_token_embeddings", "replies", "reply", "score",
+    "with_special_tokens", "resize_token_embeddings", "replies", "reply", "score", "completions", "statement_recall",
 ]
 
 

@@ -16,7 +16,7 @@ import torch
 from minitfm._checks import check_number, check_positive_int
 from minitfm.data import pad_sequences
 from minitfm.finetuning.chat import ChatTemplate
-from minitfm.finetuning.tasks import Example, is_correct
+from minitfm.finetuning.tasks import Example, is_correct, statement_prefix
 from minitfm.generation import generate
 from minitfm.generation.sampling import Temperature, TopK
 
@@ -29,15 +29,20 @@ def _check(model, template) -> None:
 
 
 def replies(model, template: ChatTemplate, conversations: Sequence, *, max_new_tokens: int = 32,
-            batch_size: int = 128) -> list[str]:
-    """The greedy reply of ``model`` to each conversation (a list of turns ending with the user's)."""
+            batch_size: int = 128, return_finished: bool = False):
+    """The greedy reply of ``model`` to each conversation (a list of turns ending with the user's).
+
+    With ``return_finished``, also a list of bools: whether each reply ended with the end-of-turn token within
+    ``max_new_tokens`` (a base model never does: it has never seen one)."""
     _check(model, template)
     check_positive_int(max_new_tokens, "max_new_tokens")
     check_positive_int(batch_size, "batch_size")
     if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence) or not conversations:
         raise TypeError("conversations must be a non-empty list of conversations (lists of turns)")
     prompts = [template.render(c, add_generation_prompt=True).ids for c in conversations]
-    out = []
+    if not isinstance(return_finished, bool):
+        raise TypeError(f"return_finished must be a bool, got {type(return_finished).__name__}")
+    out, finished = [], []
     for i in range(0, len(prompts), batch_size):
         chunk = prompts[i:i + batch_size]
         lengths = torch.tensor([len(p) for p in chunk])
@@ -45,7 +50,35 @@ def replies(model, template: ChatTemplate, conversations: Sequence, *, max_new_t
         real = torch.arange(ids.shape[1])[None, :] >= (ids.shape[1] - lengths)[:, None]  # (B, P) True = real
         result = generate(model, ids, max_new_tokens, eos_id=template.end_id, prompt_mask=real)
         out += [template.reply(row) for row in result.tokens[:, result.prompt_len:]]
+        finished += result.finished.tolist()
+    return (out, finished) if return_finished else out
+
+
+def completions(model, tokenizer, prefixes: Sequence[str], max_new_tokens: int, *, bos_id: int,
+                batch_size: int = 128) -> list[str]:
+    """Greedy continuations of plain-text ``prefixes`` (no chat template), each read after ``bos_id``, exactly
+    ``max_new_tokens`` tokens each (no early stop), decoded to text."""
+    check_positive_int(max_new_tokens, "max_new_tokens")
+    if isinstance(prefixes, str) or not prefixes:
+        raise TypeError("prefixes must be a non-empty list of str")
+    out = []
+    for i in range(0, len(prefixes), batch_size):
+        chunk = [torch.tensor([bos_id] + tokenizer.encode(p)) for p in prefixes[i:i + batch_size]]
+        lengths = torch.tensor([len(c) for c in chunk])
+        ids = pad_sequences(chunk, 0, side="left")  # (B, P)
+        real = torch.arange(ids.shape[1])[None, :] >= (ids.shape[1] - lengths)[:, None]
+        result = generate(model, ids, max_new_tokens, eos_id=-1, prompt_mask=real)
+        out += [tokenizer.decode(row.tolist()) for row in result.tokens[:, result.prompt_len:]]
     return out
+
+
+def statement_recall(model, tokenizer, task: str, facts: Sequence[dict], *, bos_id: int) -> list[bool]:
+    """For each fact, whether the model completes its plain statement cut before the answer (``"17 + 25 = "``)
+    with the rest (``"42."``): what the base model knows, in the form it read it. Greedy, batched."""
+    pieces = [statement_prefix(task, f) for f in facts]
+    longest = max(len(rest.encode("utf-8")) for _, rest in pieces)
+    texts = completions(model, tokenizer, [prefix for prefix, _ in pieces], longest, bos_id=bos_id)
+    return [text.startswith(rest) for text, (_, rest) in zip(texts, pieces)]
 
 
 def score(model, template: ChatTemplate, examples: Sequence[Example], *, max_new_tokens: int = 32) -> list[bool]:

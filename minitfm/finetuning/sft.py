@@ -22,6 +22,7 @@ import torch
 from minitfm._checks import check_number, check_positive_int
 from minitfm.data import Batch, pad_sequences
 from minitfm.finetuning.chat import IGNORE_INDEX, RenderedChat
+from minitfm.finetuning.packing import pack_conversations, packed_batch
 from minitfm.training.loop import History, TrainConfig, train
 
 
@@ -53,26 +54,43 @@ def sft_batch(chats: Sequence[RenderedChat], *, pad_id: int = 0, mask_prompt: bo
 
 
 def sft_batches(chats: Sequence[RenderedChat], batch_size: int, *, seed: int, pad_id: int = 0,
-                mask_prompt: bool = True) -> Iterator[Batch]:
+                mask_prompt: bool = True, row_len: int | None = None) -> Iterator[Batch]:
     """Batches of ``batch_size`` conversations, a fresh seeded shuffle each epoch, without end (``train`` takes
-    as many as ``config.steps``). The last batch of an epoch may be smaller."""
+    as many as ``config.steps``). The last batch of an epoch may be smaller.
+
+    ``row_len``: pack each batch's conversations into rows of ``row_len`` tokens (:mod:`minitfm.finetuning.packing`)
+    instead of padding each to the longest; the same conversations and the same loss, less padding."""
     _check_chats(chats, mask_prompt)
     check_positive_int(batch_size, "batch_size")
     check_number(seed, "seed", integer=True)
+    if row_len is not None:
+        check_positive_int(row_len, "row_len")
     generator = torch.Generator().manual_seed(seed)
     while True:
         order = torch.randperm(len(chats), generator=generator).tolist()
         for i in range(0, len(order), batch_size):
-            yield sft_batch([chats[j] for j in order[i:i + batch_size]], pad_id=pad_id, mask_prompt=mask_prompt)
+            group = [chats[j] for j in order[i:i + batch_size]]
+            if row_len is None:
+                yield sft_batch(group, pad_id=pad_id, mask_prompt=mask_prompt)
+            else:
+                yield _packed(group, row_len, pad_id, mask_prompt)
+
+
+def _packed(chats: Sequence[RenderedChat], row_len: int, pad_id: int, mask_prompt: bool) -> Batch:
+    if not mask_prompt:  # the whole sequence: every token but the first of each conversation is a target
+        chats = [RenderedChat(c.ids, torch.cat([c.ids.new_tensor([IGNORE_INDEX]), c.ids[1:]]), c.spans) for c in chats]
+    return packed_batch(pack_conversations(chats, row_len, pad_id=pad_id))
 
 
 def supervised_finetune(model: torch.nn.Module, chats: Sequence[RenderedChat], config: TrainConfig, *,
-                        pad_id: int = 0, mask_prompt: bool = True, **train_kwargs) -> History:
+                        pad_id: int = 0, mask_prompt: bool = True, row_len: int | None = None,
+                        **train_kwargs) -> History:
     """Fine-tune ``model`` on ``chats`` with :func:`minitfm.training.train` for ``config.steps`` updates of
     ``config.batch_size`` conversations (shuffled with ``config.seed``).
 
     Adam is built from ``config`` over the parameters that require gradients only; freeze what must not train
-    first (``add_lora`` does). ``train_kwargs`` go to ``train`` (``callbacks``, ``progress``)."""
+    first (``add_lora`` does). ``row_len`` packs each batch into rows (see :func:`sft_batches`). ``train_kwargs``
+    go to ``train`` (``callbacks``, ``progress``)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(config, TrainConfig):
@@ -84,5 +102,6 @@ def supervised_finetune(model: torch.nn.Module, chats: Sequence[RenderedChat], c
         raise ValueError("no parameter of the model requires gradients: nothing would train")
     optimizer = torch.optim.Adam(params, lr=config.lr, betas=config.betas, eps=config.eps,
                                  weight_decay=config.weight_decay, foreach=True)
-    batches = sft_batches(chats, config.batch_size, seed=config.seed, pad_id=pad_id, mask_prompt=mask_prompt)
+    batches = sft_batches(chats, config.batch_size, seed=config.seed, pad_id=pad_id, mask_prompt=mask_prompt,
+                          row_len=row_len)
     return train(model, batches, config, optimizer=optimizer, **train_kwargs)

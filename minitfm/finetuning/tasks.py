@@ -24,7 +24,8 @@ task                    question (first template)                               
 
 Everything here is written by the project: the words, the acronyms and their expansions, the templates; the
 English-Chinese term pairs come from the book's own glossary (``assets/glossary_pairs.json``, written from
-``book/glossary.md`` by :func:`glossary_pairs_from` and checked current by a test).
+``book/glossary.md`` by :func:`glossary_pairs_from` when the base model was pretrained, and frozen since: a test
+checks that every pair is still in the glossary).
 """
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def facts(task: str) -> list[dict]:
     """Every fact of ``task`` as a dict of its template fields and ``answer``, in a fixed order."""
     check_choice(task, "task", TASKS)
     if task == "add":
-        return [dict(a=a, b=b, answer=str(a + b)) for a in range(50) for b in range(50)]
+        return [dict(a=a, b=b, answer=str(a + b)) for a in range(30) for b in range(30)]
     if task == "count":
         return [dict(word=w, letter=c, answer=str(w.count(c))) for w in WORDS for c in sorted(set(w))]
     if task == "sort":
@@ -178,6 +179,26 @@ def examples(task: str, split: str, n: int, *, seed: int, templates: str = "trai
         fact, t = rng.choice(pool), rng.choice(choices)
         out.append(Example(task, t, TEMPLATES[task][t].format(**fact), fact["answer"], split))
     return out
+
+
+ANSWER_SHAPES = {  # what an answer looks like, right or wrong: the format fine-tuning teaches
+    "add": r"\d{1,3}", "count": r"\d", "sort": r"\d( \d){2,3}", "acronym": r"[A-Za-z][A-Za-z -]{1,40}",
+    "translate/Chinese": r"[\u4e00-\u9fff]{1,8}", "translate/English": r"[A-Za-z][A-Za-z -]{1,30}",
+}
+
+
+def looks_like_answer(example: Example, reply: str) -> bool:
+    """Whether ``reply`` has the shape of an answer to ``example``, right or wrong: digits for a sum, a list of
+    digits for a sort, Chinese characters for a term asked in Chinese, and nothing else (no question, no
+    sentence, no run-on text)."""
+    if not isinstance(example, Example):
+        raise TypeError(f"example must be an Example, got {type(example).__name__}")
+    if not isinstance(reply, str):
+        raise TypeError(f"reply must be a str, got {type(reply).__name__}")
+    key = example.task
+    if key == "translate":
+        key += "/Chinese" if re.search(r"[\u4e00-\u9fff]", example.answer) else "/English"
+    return re.fullmatch(ANSWER_SHAPES[key], reply.strip()) is not None
 
 
 def is_correct(example: Example, reply: str) -> bool:

@@ -39,6 +39,7 @@ PROSE = Path(__file__).parent / "assets" / "book_prose.txt"
 CHECKPOINT = Path(__file__).parent / "assets" / "base_lm.pt"
 ROW_LEN = 128  # bytes per training row
 HELDOUT_EVERY = 10  # one paragraph in ten (by a hash of its text) is never trained on
+FACT_REPEATS = 4  # each task statement appears this many times per pass over the corpus, each paragraph once
 
 
 def byte_tokenizer() -> Tokenizer:
@@ -61,7 +62,7 @@ def base_lm_config(**overrides) -> ModelConfig:
 
 def base_lm_train_config(**overrides) -> TrainConfig:
     """Adam with warmup and cosine decay over rows of ``ROW_LEN`` bytes."""
-    base = dict(steps=1500, batch_size=32, lr=3e-3, schedule="cosine", warmup=50, label_smoothing=0.0, seed=0)
+    base = dict(steps=2000, batch_size=32, lr=3e-3, schedule="cosine", warmup=50, label_smoothing=0.0, seed=0)
     return TrainConfig(**{**base, **overrides})
 
 
@@ -87,10 +88,11 @@ def heldout_prose() -> list[tuple[str, str]]:
 
 
 def base_corpus(seed: int = 0) -> list[str]:
-    """The pretraining texts: the training paragraphs and every task statement, shuffled."""
+    """The pretraining texts: the training paragraphs once and every task statement ``FACT_REPEATS`` times,
+    shuffled (a fact read a handful of times is not remembered by a model this small)."""
     check_number(seed, "seed", integer=True)
     units = [p for _, p in prose_paragraphs() if not is_heldout(p)]
-    units += [s for task in TASKS for s in statements(task)]
+    units += [s for task in TASKS for s in statements(task)] * FACT_REPEATS
     random.Random(seed).shuffle(units)
     return units
 
@@ -134,17 +136,16 @@ def train_base_lm(*, seed: int = 0, progress: bool = False, callbacks=(),
     return model.eval(), history
 
 
-def bits_per_byte_of(model: DecoderOnlyLM, texts: list[str], batch_size: int = 64) -> float:
-    """Bits per byte of ``texts`` pooled over all their bytes, each text read after ``<|endoftext|>`` (the
-    same figure as :func:`minitfm.evaluation.model_bits_per_byte` over the texts, batched; a test checks it).
-    A text longer than the context (``max_seq_len - 1`` bytes) is refused."""
+def text_nats(model: DecoderOnlyLM, texts: list[str], batch_size: int = 64) -> list[float]:
+    """-ln p(text) of each text, read after ``<|endoftext|>`` (batched, right-padded: a real token never sees the
+    padding after it). A text longer than the context (``max_seq_len - 1`` bytes) is refused."""
     if isinstance(texts, str) or not texts or not all(isinstance(t, str) and t for t in texts):
         raise TypeError("texts must be a non-empty list of non-empty str")
     rows = [[model.config.bos_id] + list(t.encode("utf-8")) for t in texts]
     longest = max(map(len, rows))
     if longest > model.config.max_seq_len:
         raise ValueError(f"a text has {longest - 1} bytes; the model reads at most {model.config.max_seq_len - 1}")
-    nats = 0.0
+    nats = []
     with torch.no_grad():
         for i in range(0, len(rows), batch_size):
             chunk = rows[i:i + batch_size]
@@ -152,10 +153,18 @@ def bits_per_byte_of(model: DecoderOnlyLM, texts: list[str], batch_size: int = 6
             for r, row in enumerate(chunk):
                 ids[r, :len(row)] = torch.tensor(row)
             targets = ids[:, 1:]  # (B, T - 1): -100 after each row's end
-            logits = model(ids[:, :-1].clamp(min=0)).double()  # right padding: a real token never sees it
-            nats += float(torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100,
-                                                            reduction="sum"))
-    return nats / (math.log(2) * sum(len(r) - 1 for r in rows))
+            logits = model(ids[:, :-1].clamp(min=0)).double()  # (B, T - 1, V)
+            losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100,
+                                                       reduction="none")  # (B, T - 1), 0 where ignored
+            nats += losses.sum(dim=1).tolist()
+    return nats
+
+
+def bits_per_byte_of(model: DecoderOnlyLM, texts: list[str], batch_size: int = 64) -> float:
+    """Bits per byte of ``texts`` pooled over all their bytes, each read after ``<|endoftext|>``: the same figure as
+    :func:`minitfm.evaluation.model_bits_per_byte` over the texts, batched (a test checks it)."""
+    nats = text_nats(model, texts, batch_size)
+    return sum(nats) / (math.log(2) * sum(len(t.encode("utf-8")) for t in texts))
 
 
 def heldout_bits_per_byte(model: DecoderOnlyLM, n_paragraphs: int | None = None) -> float:

@@ -7,6 +7,10 @@
 ``bpe_vocab``               a vocabulary and its merges, checked to fit together
 ``bpe_tokenizer``           encoding and decoding with learned merges: ``Tokenizer`` (``minitfm.BPETokenizer``)
 ``gpt2_files``              GPT-2's byte-to-unicode table and its ``vocab.json``/``merges.txt`` files
+``tokenizer_json``          a Hugging Face ``tokenizer.json`` (Llama 2/3, Qwen, Mistral, Gemma) read into these
+``tokenizer_steps``         ``tokenizer.json``'s normalizers, pre-tokenizers and decoders as functions
+``sentencepiece_bpe``       BPE over characters with byte fallback and the ``▁`` space: ``SentencePieceBPE``
+``sentencepiece_model``     a SentencePiece ``.model`` file (Llama 2's ``tokenizer.model``) read into it
 ==========================  ==============================================================================
 
 The package is ``text``, not ``tokenizers``, so that an import line never reads like Hugging Face's library.

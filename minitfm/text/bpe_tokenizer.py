@@ -7,7 +7,7 @@ Encoding a text:
 
 1. Cut out the special tokens (the longest wins where two start at the same place, as ``<|a|><|b|>``
    over ``<|a|>``); each becomes its own id.
-2. Cut the text between them into pre-tokens with GPT-2's regex.
+2. Cut the text between them into pre-tokens with GPT-2's regex (or the ``split_pattern`` given).
 3. Write each pre-token as its UTF-8 bytes, then repeatedly fuse the adjacent pair whose merge has the
    lowest rank (was learned first), until no adjacent pair is a merge. This replays training's merges in
    training's order, so the text is cut as it was during training. A pre-token's ids are cached: in real
@@ -23,16 +23,19 @@ Saving and loading in GPT-2's ``vocab.json`` + ``merges.txt`` format live in :mo
 """
 from __future__ import annotations
 
-import heapq
 import numbers
 import os
+import unicodedata
 from typing import AbstractSet, Iterable, Iterator, Literal, Sequence, Union
 
 import regex
 
 from minitfm.text.bpe_vocab import check_vocabulary
 from minitfm.text.gpt2_files import read_gpt2_files, write_gpt2_files
-from minitfm.text.pretokenize import check_no_surrogates, pretokenize, special_token_regex, split_on_special_tokens
+from minitfm.text.pretokenize import (GPT2_SPLIT_PATTERN, apply_merges, check_no_surrogates, pretokenize,
+                                      special_token_regex, split_on_special_tokens, split_regex)
+
+NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 
 # The last non-space that a space follows. Between the two, GPT-2's regex always cuts and no later text
 # can move the cut: no pre-token but whitespace holds a space after a non-space, and what follows the
@@ -53,14 +56,29 @@ class Tokenizer:
         special_tokens: strings kept whole, such as ``"<|endoftext|>"``. A special token whose bytes are
             already a regular token (a merge's result) reuses that token's id.
         cache_size: how many pre-tokens' ids to remember (the cache is emptied when it is full), an int >= 1.
+        split_pattern: the pre-tokenizer's regex, GPT-2's by default (Llama 3 and Qwen bring their own, read
+            from their ``tokenizer.json`` by :mod:`minitfm.text.tokenizer_json`); the text between two matches,
+            if any, is a pre-token too.
+        normalization: None, or the Unicode normal form (``"NFC"``, as Qwen's) applied to the text between
+            special tokens before it is cut.
+        ignore_merges: a pre-token that is a token of the vocabulary as a whole becomes that token, merges
+            or not (Llama 3's ``tokenizer.json`` asks for this).
     """
 
     def __init__(self, vocab: dict[int, bytes], merges: Sequence[tuple[bytes, bytes]],
-                 special_tokens: Sequence[str] = (), cache_size: int = 100_000):
+                 special_tokens: Sequence[str] = (), cache_size: int = 100_000, *,
+                 split_pattern: str = GPT2_SPLIT_PATTERN, normalization: str | None = None,
+                 ignore_merges: bool = False):
         if isinstance(cache_size, bool) or not isinstance(cache_size, int):
             raise TypeError(f"cache_size must be an int >= 1, got {type(cache_size).__name__} {cache_size!r}")
         if cache_size < 1:
             raise ValueError(f"cache_size must be an int >= 1, got {cache_size}")
+        if normalization is not None and normalization not in NORMAL_FORMS:
+            raise ValueError(f"normalization must be None or one of {NORMAL_FORMS}, got {normalization!r}")
+        if not isinstance(ignore_merges, bool):
+            raise TypeError(f"ignore_merges must be a bool, got {type(ignore_merges).__name__}")
+        self._split = split_regex(split_pattern)  # TypeError/ValueError for a pattern that is no regex
+        self.split_pattern, self.normalization, self.ignore_merges = split_pattern, normalization, ignore_merges
         tables = check_vocabulary(vocab, merges, special_tokens)
         self.vocab, self.merges, self.special_tokens = tables.vocab, tables.merges, tables.special_tokens
         self.token_to_id, self.special_ids = tables.token_to_id, tables.special_ids
@@ -101,7 +119,9 @@ class Tokenizer:
                 if is_special:
                     ids.append(self.special_ids[piece])
                 else:
-                    for pretoken in pretokenize(piece):
+                    if self.normalization is not None:
+                        piece = unicodedata.normalize(self.normalization, piece)
+                    for pretoken in pretokenize(piece, self._split):
                         ids.extend(self._encode_pretoken(pretoken))
         except UnicodeEncodeError:
             check_no_surrogates(text)  # names the first one
@@ -126,42 +146,13 @@ class Tokenizer:
     def _encode_pretoken(self, pretoken: str) -> list[int]:
         ids = self._cache.get(pretoken)
         if ids is None:
-            ids = self._apply_merges([self._byte_ids[b] for b in pretoken.encode("utf-8")])
+            whole = self.token_to_id.get(pretoken.encode("utf-8")) if self.ignore_merges else None
+            ids = [whole] if whole is not None else apply_merges(
+                [self._byte_ids[b] for b in pretoken.encode("utf-8")], self._ranks, self._merged_ids)
             if len(self._cache) >= self._cache_size:
                 self._cache.clear()
             self._cache[pretoken] = ids
         return ids
-
-    def _apply_merges(self, ids: list[int]) -> list[int]:
-        """Fuse the lowest-rank adjacent pair, leftmost first, until no adjacent pair is a merge.
-
-        This is Hugging Face ``tokenizers``' loop (``Word::merge_all``): a heap of ``(rank, position,
-        result)`` over a linked list of the pre-token's tokens, so a pre-token of n bytes costs O(n log n),
-        whatever the number of merges it uses (fusing the best pair everywhere and searching again costs
-        O(n) per distinct merge used: 0.24 s for one 1,571-letter word with 544 merges, against 2 ms here).
-        An entry whose position no longer holds its pair is skipped when it comes out of the heap."""
-        n = len(ids)
-        if n < 2:
-            return ids
-        ranks, merged_ids = self._ranks, self._merged_ids
-        ids, alive = list(ids), [True] * n
-        after, before = [*range(1, n), -1], list(range(-1, n - 1))
-        heap = [(ranks[pair], i, merged_ids[pair]) for i, pair in enumerate(zip(ids, ids[1:])) if pair in ranks]
-        heapq.heapify(heap)
-        while heap:
-            _, i, new_id = heapq.heappop(heap)
-            j = after[i]
-            if not alive[i] or j < 0 or merged_ids.get((ids[i], ids[j])) != new_id:
-                continue  # stale: this position was merged away or now holds another pair
-            ids[i], alive[j] = new_id, False
-            after[i] = k = after[j]
-            if k >= 0:
-                before[k] = i
-            for left, right in ((before[i], i), (i, k)):
-                pair = (ids[left], ids[right]) if left >= 0 and right >= 0 else None
-                if pair in ranks:
-                    heapq.heappush(heap, (ranks[pair], left, merged_ids[pair]))
-        return [token for token, kept in zip(ids, alive) if kept]
 
     def encode_iterable(self, chunks: Iterable[str], *,
                         allowed_special: Union[Literal["all"], AbstractSet[str]] = "all") -> Iterator[int]:
@@ -172,6 +163,8 @@ class Tokenizer:
         (a space after a non-space, outside any special token); the rest waits for the next chunk. A run of
         spaces or newlines split across lines is therefore cut exactly as ``encode`` cuts it. Memory grows only
         with a run of text that has no space after a non-space. ``allowed_special`` as in :meth:`encode`.
+        That rule is proved for GPT-2's regex only: with another ``split_pattern`` nothing is encoded before the
+        last chunk (the ids are the same, but the whole text is held in memory).
 
         The work is linear in the length of the text for any chunking: each chunk is searched for a cut once
         (with the last ``2 * longest special token + 1`` characters before it), pending text is kept as a list
@@ -220,6 +213,8 @@ class Tokenizer:
         A cut lies after a non-space that a space follows and inside no occurrence of any special token
         (occurrences that overlap one another included, so a cut is never inside the one ``encode`` matches).
         ``text`` must reach ``_longest_special`` characters past ``end`` and as far before ``low``."""
+        if self.split_pattern != GPT2_SPLIT_PATTERN:
+            return 0  # another regex may join a space to what precedes it (Llama 3: "!\n")
         margin = self._longest_special
         while end > low:
             match = _LAST_SPACE_AFTER_TEXT.search(text, max(0, low - 1), end)
@@ -240,23 +235,7 @@ class Tokenizer:
 
         ``ids`` is one sequence of int ids: a list or tuple, or a 1-D integer tensor or array of shape (T,).
         A batch (B, T) is decoded row by row, ``[tok.decode(row) for row in batch]``."""
-        if isinstance(ids, (str, bytes, AbstractSet, dict)) or isinstance(ids, numbers.Number) or not isinstance(
-                ids, Iterable):
-            raise TypeError(f"decode takes one sequence of int ids (a list, or a tensor of shape (T,)), got "
-                            f"{type(ids).__name__} {ids!r}")
-        shape = getattr(ids, "shape", None)
-        if shape is not None and hasattr(ids, "tolist"):  # a torch tensor or NumPy array
-            if len(shape) != 1:
-                raise ValueError(f"decode takes one sequence of shape (T,), got shape {tuple(shape)}"
-                                 + ("; decode each row" if len(shape) == 2 else "; wrap one id in a list, [id]"
-                                    if len(shape) == 0 else ""))
-            ids = ids.tolist()
-        ids = list(ids)
-        if not all(type(i) is int for i in ids):  # bools and floats would pass as dict keys (True == 1, 5.0 == 5)
-            bad = next(i for i in ids if type(i) is not int)
-            if isinstance(bad, bool) or not isinstance(bad, numbers.Integral):
-                raise TypeError(f"decode takes int ids, got {type(bad).__name__} {bad!r}")
-            ids = [int(i) for i in ids]  # NumPy's integer scalars
+        ids = id_list(ids)
         try:
             data = b"".join([self.vocab[i] for i in ids])
         except KeyError:
@@ -267,6 +246,10 @@ class Tokenizer:
 
     def save(self, directory: str | os.PathLike) -> tuple[str, str]:
         """Write ``vocab.json`` and ``merges.txt`` in GPT-2's format; return their paths."""
+        if (self.split_pattern, self.normalization, self.ignore_merges) != (GPT2_SPLIT_PATTERN, None, False):
+            raise ValueError("vocab.json and merges.txt hold GPT-2's pre-tokenizer only, and this tokenizer has "
+                             f"split_pattern={self.split_pattern!r}, normalization={self.normalization!r}, "
+                             f"ignore_merges={self.ignore_merges}: keep its tokenizer.json instead")
         return write_gpt2_files(directory, self.vocab, self.merges, self.special_tokens)
 
     @classmethod
@@ -274,6 +257,29 @@ class Tokenizer:
         """The tokenizer saved in ``directory`` (by :meth:`save`, or GPT-2's own files)."""
         vocab, merges, special_tokens = read_gpt2_files(directory)
         return cls(vocab, merges, special_tokens, **kwargs)
+
+
+def id_list(ids) -> list[int]:
+    """``ids`` (a list or tuple of ints, or a tensor or array of shape (T,)) as a list of int; TypeError or
+    ValueError naming what arrived otherwise."""
+    if isinstance(ids, (str, bytes, AbstractSet, dict)) or isinstance(ids, numbers.Number) or not isinstance(
+            ids, Iterable):
+        raise TypeError(f"decode takes one sequence of int ids (a list, or a tensor of shape (T,)), got "
+                        f"{type(ids).__name__} {ids!r}")
+    shape = getattr(ids, "shape", None)
+    if shape is not None and hasattr(ids, "tolist"):  # a torch tensor or NumPy array
+        if len(shape) != 1:
+            raise ValueError(f"decode takes one sequence of shape (T,), got shape {tuple(shape)}"
+                             + ("; decode each row" if len(shape) == 2 else "; wrap one id in a list, [id]"
+                                if len(shape) == 0 else ""))
+        ids = ids.tolist()
+    ids = list(ids)
+    if not all(type(i) is int for i in ids):  # bools and floats would pass as dict keys (True == 1, 5.0 == 5)
+        bad = next(i for i in ids if type(i) is not int)
+        if isinstance(bad, bool) or not isinstance(bad, numbers.Integral):
+            raise TypeError(f"decode takes int ids, got {type(bad).__name__} {bad!r}")
+        ids = [int(i) for i in ids]  # NumPy's integer scalars
+    return ids
 
 
 def _tail(parts: list[str], n: int) -> str:

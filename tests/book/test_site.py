@@ -10,7 +10,8 @@ site; chapter pages carry Colab, Binder, download and repository buttons.
 Browser checks (Playwright driving the system's headless Chromium, network off for the page: every
 request that does not go to the local test server is blocked and recorded), for every page of the
 book: math is typeset (no raw TeX left, no MathJax errors), every image loads, embedded widgets
-render, kernel-free explorers render and respond to a control change, exercise solutions
+render, kernel-free explorers render and respond to a control change, the live model's explorers
+(minitfm/viz/live_model.py) start from the site's own files and generate a token, exercise solutions
 (``<details class="solution">``, or MyST dropdowns) are hidden until clicked, no JavaScript error, no
 missing local file, no request leaves 127.0.0.1, and an axe-core
 audit (WCAG 2.0/2.1, levels A and AA) finds no violation.  Screenshots go to _build/screenshots/,
@@ -207,6 +208,8 @@ SETTLE_JS = r"""
   const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
   while (views && document.querySelectorAll('.widget-subarea > *').length < views && Date.now() < deadline)
     await sleep(100);
+  const lives = [...document.querySelectorAll('[data-minitfm-live]')];  // they start once their scripts load
+  while (lives.some(e => !e.hasAttribute('data-minitfm-live-ready')) && Date.now() < deadline) await sleep(100);
   await Promise.all([...document.images].map(img => img.complete ? null :
     new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); setTimeout(r, 10000); })));
   await document.fonts.ready;
@@ -249,6 +252,9 @@ INSPECT_JS = r"""
     explorersEmpty: explorers.filter(e => e.getBoundingClientRect().height === 0 || !e.children.length)
                               .map(e => e.getAttribute('data-minitfm-explorer')),
     solutions: document.querySelectorAll('details.solution, .admonition.dropdown').length,
+    live: document.querySelectorAll('[data-minitfm-live]').length,
+    liveNotReady: [...document.querySelectorAll('[data-minitfm-live]')].filter(e => !e.hasAttribute('data-minitfm-live-ready'))
+                     .map(e => e.textContent.slice(0, 200)),
   };
 })()
 """
@@ -384,6 +390,28 @@ def shoot_element(page, selector: str, path: Path) -> None:
         page.screenshot(path)
 
 
+LIVE_STEP_JS = r"""
+(() => {
+  const root = document.querySelector('[data-minitfm-live]');
+  const chips = () => root.querySelectorAll('[data-minitfm-live-tokens] > span').length, before = chips();
+  root.querySelector('[data-minitfm-live-step]').click();
+  return {before, after: chips()};
+})()
+"""
+
+
+def live_model_problems(page, shot: Path) -> list[str]:
+    """The page's first live explorer adds one token on "next token"; screenshots of it on a desktop and a phone."""
+    step = page.evaluate(LIVE_STEP_JS)
+    problems = [] if step["after"] == step["before"] + 1 else [f"the live explorer's next token did not come: {step}"]
+    shoot_element(page, "[data-minitfm-live]", Path(f"{shot}__live.png"))
+    size = page.page.viewport_size
+    page.set_viewport(390, 844)
+    shoot_element(page, "[data-minitfm-live]", Path(f"{shot}__live_mobile.png"))
+    page.set_viewport(size["width"], size["height"])
+    return problems
+
+
 @pytest.mark.parametrize("page_path", PAGES or ["(no built book)"])
 def test_page_renders_offline(browser, page_path):
     if not (SITE / page_path).is_file():
@@ -437,6 +465,11 @@ def offline_page_problems(browser, page_path: str, prefix: str = "", screenshots
                 problems.append(f"explorer {result['name']!r} did not respond to its {result['control']}: {result}")
         if report["explorers"]:
             shoot_element(page, "[data-minitfm-explorer]", Path(f"{shot}__explorer.png"))
+        # the live model's explorers: started (their status says why not), one more token on "next token"
+        if report["liveNotReady"]:
+            problems.append(f"live explorers that did not start: {report['liveNotReady']}")
+        elif report["live"]:
+            problems += live_model_problems(page, shot)
         # exercise solutions: closed until their summary (or dropdown title) is clicked, then shown
         for result in page.evaluate(SOLUTIONS_JS) if report["solutions"] else []:
             if not (result["hiddenBefore"] and result["shownAfter"]):

@@ -104,3 +104,27 @@ def test_bad_sft_input_is_refused():
         supervised_finetune(frozen, CHATS, config)
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         next(sft_batches(CHATS, 0, seed=0))
+
+
+@pytest.mark.parametrize("mask_prompt", [True, False])
+def test_packed_batches_carry_the_same_targets_and_loss_as_padded_ones(mask_prompt):
+    """``row_len`` packs a batch's conversations into rows: the summed loss is the padded batch's, in both the
+    masked and the whole-sequence mode (no target crosses from one conversation into the next)."""
+    from minitfm.finetuning.sft import sft_batches
+    from minitfm.training.loop import forward_batch
+    torch.manual_seed(0)
+    config = m.ModelConfig(vocab_size=TOKENIZER.vocab_size, d_model=32, n_heads=4, d_ff=64, n_layers=2,
+                           max_seq_len=64, pos="rope", norm="rms", ffn="swiglu")
+    net = m.DecoderOnlyLM(config).double().eval()
+    chats = CHATS * 2
+    padded = next(sft_batches(chats, len(chats), seed=0, mask_prompt=mask_prompt))
+    packed = next(sft_batches(chats, len(chats), seed=0, mask_prompt=mask_prompt, row_len=48))
+
+    def total(batch):
+        logits = forward_batch(net, batch)
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=-100,
+                                                 reduction="sum"), int((batch.tgt_out != -100).sum())
+
+    (loss_padded, n_padded), (loss_packed, n_packed) = total(padded), total(packed)
+    assert n_packed == n_padded and packed.segments is not None
+    torch.testing.assert_close(loss_packed, loss_padded, rtol=1e-10, atol=1e-10)

@@ -61,6 +61,8 @@ def test_batched_bits_per_byte_equals_chapter_14s_function():
                     for t in texts)
     want = want_nats / (math.log(2) * sum(len(t.encode()) for t in texts))
     assert B.bits_per_byte_of(model, texts, batch_size=3) == pytest.approx(want, rel=1e-9)
+    each = [model_bits_per_byte(model, B.byte_tokenizer(), t, bos_id=model.config.bos_id).total_nats for t in texts]
+    assert B.text_nats(model, texts, batch_size=3) == pytest.approx(each, rel=1e-9)
     with pytest.raises(ValueError, match="reads at most"):
         B.bits_per_byte_of(model, ["x" * model.config.max_seq_len])
     with pytest.raises(TypeError, match="non-empty list"):
@@ -69,7 +71,7 @@ def test_batched_bits_per_byte_equals_chapter_14s_function():
 
 def test_the_shipped_base_model_loads_with_its_recipe_and_its_record():
     model = B.load_base_lm()
-    assert model.config == B.base_lm_config()
+    assert model.config == B.base_lm_config().resolved()
     record = json.loads(B.CHECKPOINT.with_suffix(".json").read_text())
     assert B.CHECKPOINT.stat().st_size < 4e6  # "a few MB"
     assert sum(p.numel() for p in model.parameters()) == record["parameters"]

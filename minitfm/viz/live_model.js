@@ -1,0 +1,705 @@
+// The live model of the book's pages: a dependency-free JavaScript forward pass of minitfm.models.DecoderOnlyLM,
+// its tokenizers, sampling, and the live explorer drawn around it (minitfm/viz/live_model.py writes the assets).
+//
+// window.minitfmLive (the one global):
+//   assets[name] = {header, b64}      what an asset script registers (header: JSON of live_model.py; b64: its .bin;
+//                                     {header, bytes: Uint8Array} works too, for a .bin fetched over http)
+//   new Model(asset)                  the weights, float16 or float32 in the file, float32 arrays here; refuses a
+//                                     config this engine does not compute exactly (the message names the field)
+//   model.forward(ids, cache, {weights: true}) -> {logits: [Float32Array(V) per new token],
+//                                     attention: [layer][head] -> [Float32Array(keys) per new token], norms (the
+//                                     residual stream's size), lens (the head on the last token's stream, per block)}
+//   model.newCache(maxLen), model.generate(ids, n, options) (greedy, or sampled with a seed), process(logits, o)
+//   tokenizer(spec) -> {encode(text) -> {ids, pieces}, decode(ids)}: the word tokenizer of minitfm.text.words
+//                                     and the byte-level BPE of minitfm.text.bpe_tokenizer (GPT-2's regex)
+//   mount(root)                       builds the explorer inside root (data-minitfm-live="<asset name>")
+//
+// Numbers follow minitfm's conventions exactly: RoPE rotates adjacent pairs (x0, x1) with float32 angles,
+// RMSNorm's eps sits inside the square root, LayerNorm uses the biased variance, GELU is exact (erf) or tanh,
+// grouped KV heads serve H / H_kv consecutive query heads, sums run in double precision (float64).
+
+(function (global) {
+  "use strict";
+  var NS = global.minitfmLive = global.minitfmLive || {};
+  NS.assets = NS.assets || {};
+  if (NS.Model) { return; }
+  NS.engineVersion = 1;
+
+  // ------------------------------------------------------------------ weights
+  var HALF = null;
+  function halfTable() {  // all 65536 float16 values as float32
+    if (HALF) { return HALF; }
+    HALF = new Float32Array(65536);
+    for (var h = 0; h < 65536; h++) {
+      var s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, f = h & 1023;
+      HALF[h] = e === 0 ? s * f * Math.pow(2, -24) : e === 31 ? (f ? NaN : s * Infinity) : s * (1 + f / 1024) * Math.pow(2, e - 15);
+    }
+    return HALF;
+  }
+  function base64Bytes(text) {
+    var bin = atob(text), out = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) { out[i] = bin.charCodeAt(i); }
+    return out;
+  }
+  function loadTensors(header, bytes) {
+    var dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), out = {}, half = header.dtype === "float16";
+    if (!half && header.dtype !== "float32") { throw new Error("weights must be float16 or float32, got " + header.dtype); }
+    if (bytes.length !== header.nbytes) { throw new Error("the weights have " + bytes.length + " bytes, the header says " + header.nbytes); }
+    var table = half ? halfTable() : null;
+    header.tensors.forEach(function (t) {
+      var n = t.shape.reduce(function (a, b) { return a * b; }, 1), a = new Float32Array(n), i;
+      if (half) { for (i = 0; i < n; i++) { a[i] = table[dv.getUint16(t.offset + 2 * i, true)]; } } else {
+        for (i = 0; i < n; i++) { a[i] = dv.getFloat32(t.offset + 4 * i, true); }
+      }
+      out[t.name] = a;
+    });
+    return out;
+  }
+
+  // ------------------------------------------------------------------ the model
+  var SUPPORTED = {norm: ["rms", "layer"], pos: ["rope", "learned"], ffn: ["swiglu", "gelu", "gelu_tanh"]};
+  function unsupported(c) {
+    for (var key in SUPPORTED) {
+      if (SUPPORTED[key].indexOf(c[key]) < 0) { return key + "=" + JSON.stringify(c[key]) + " (this engine computes " + SUPPORTED[key].join(", ") + ")"; }
+    }
+    if (c.norm_first !== true) { return "norm_first=false (this engine computes Pre-LN only)"; }
+    return null;
+  }
+  NS.unsupported = unsupported;
+
+  function erf(x) {  // W. J. Cody's rational approximations (relative error < 1e-15), as in most libm
+    var ax = Math.abs(x), t, r;
+    if (ax < 0.5) {
+      t = x * x;
+      return x * ((((0.185777706184603153 * t + 3.16112374387056560) * t + 113.864154151050156) * t + 377.485237685302021) * t +
+        3209.37758913846947) / ((((t + 23.6012909523441209) * t + 244.024637934444173) * t + 1282.61652607737228) * t + 2844.23683343917062);
+    }
+    if (ax < 4) {
+      r = ((((((((2.15311535474403846e-8 * ax + 0.564188496988670089) * ax + 8.88314979438837594) * ax + 66.1191906371416295) * ax +
+        298.635138197400131) * ax + 881.952221241769090) * ax + 1712.04761263407058) * ax + 2051.07837782607147) * ax + 1230.33935479799725) /
+        ((((((((ax + 15.7449261107098347) * ax + 117.693950891312499) * ax + 537.181101862009858) * ax + 1621.38957456669019) * ax +
+        3290.79923573345963) * ax + 4362.61909014324716) * ax + 3439.36767414372164) * ax + 1230.33935480374942);
+    } else {
+      t = 1 / (ax * ax);
+      r = (((((1.63153871373020978e-2 * t + 3.05326634961232344e-1) * t + 3.60344899949804439e-1) * t + 1.25781726111229246e-1) * t +
+        1.60837851487422766e-2) * t + 6.58749161529837803e-4) / (((((t + 2.56852019228982242) * t + 1.87295284992346725) * t +
+        5.27905102951428412e-1) * t + 6.05183413124413191e-2) * t + 2.33520497626869185e-3);
+      r = (0.564189583547756287 - t * r) / ax;
+    }
+    r = 1 - Math.exp(-ax * ax) * r;
+    return x < 0 ? -r : r;
+  }
+  NS.erf = erf;
+  var ACT = {
+    gelu: function (x) { return 0.5 * x * (1 + erf(x / Math.SQRT2)); },
+    gelu_tanh: function (x) { return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x))); }
+  };
+
+  function linear(W, b, x, nOut) {  // W (nOut, nIn) row-major, x (nIn) -> (nOut)
+    var nIn = x.length, y = new Float64Array(nOut);
+    for (var o = 0; o < nOut; o++) {
+      var s = b ? b[o] : 0, base = o * nIn;
+      for (var i = 0; i < nIn; i++) { s += W[base + i] * x[i]; }
+      y[o] = s;
+    }
+    return y;
+  }
+
+  function Model(asset) {
+    if (!asset || !asset.header) { throw new Error("no model asset: load its script (NAME.js) before making the model"); }
+    var h = asset.header, c = h.config, why = unsupported(c);
+    if (why) { throw new Error("the live engine does not run this model: " + why); }
+    this.header = h;
+    this.config = c;
+    this.w = loadTensors(h, asset.bytes || base64Bytes(asset.b64));
+    this.D = c.d_model; this.H = c.n_heads; this.Hkv = c.n_kv_heads; this.Dh = c.d_model / c.n_heads;
+    this.F = c.d_ff; this.L = c.n_layers; this.V = c.vocab_size;
+    this.headW = this.w[c.tie_embeddings ? "tok_emb.weight" : "lm_head.weight"];
+    this.embScale = c.scale_embeddings ? Math.fround(Math.sqrt(c.d_model)) : 1;
+    this.invFreq = null;
+    if (c.pos === "rope") {  // float32 as in RotaryEmbedding.float32_inv_freq: 1 / base^(2i/Dh) / scale
+      this.invFreq = new Float64Array(this.Dh / 2);
+      for (var i = 0; i < this.Dh / 2; i++) {
+        var e = Math.fround(2 * i / this.Dh), p = Math.fround(Math.pow(c.rope_base, e));
+        this.invFreq[i] = Math.fround(Math.fround(1 / p) / c.rope_scale);
+      }
+    }
+  }
+  NS.Model = Model;
+  Model.prototype.parameterCount = function () {
+    var self = this;
+    return this.header.tensors.reduce(function (n, t) { return n + self.w[t.name].length; }, 0);
+  };
+  Model.prototype.newCache = function (maxLen) {
+    var size = this.Hkv * maxLen * this.Dh, layers = [];
+    for (var l = 0; l < this.L; l++) { layers.push({k: new Float64Array(size), v: new Float64Array(size)}); }
+    return {maxLen: maxLen, length: 0, layers: layers};
+  };
+  Model.prototype.norm = function (x, name) {
+    var w = this.w[name + ".weight"], b = this.w[name + ".bias"], n = x.length, y = new Float64Array(n), i, m = 0, v = 0;
+    if (this.config.norm === "rms") {
+      for (i = 0; i < n; i++) { v += x[i] * x[i]; }
+      var r = 1 / Math.sqrt(v / n + this.config.norm_eps);
+      for (i = 0; i < n; i++) { y[i] = x[i] * r * w[i]; }
+      return y;
+    }
+    for (i = 0; i < n; i++) { m += x[i]; }
+    m /= n;
+    for (i = 0; i < n; i++) { v += (x[i] - m) * (x[i] - m); }
+    var s = 1 / Math.sqrt(v / n + this.config.norm_eps);
+    for (i = 0; i < n; i++) { y[i] = (x[i] - m) * s * w[i] + (b ? b[i] : 0); }
+    return y;
+  };
+  Model.prototype.rope = function (x, nHeads, pos) {  // rotate adjacent pairs of every head in place
+    var Dh = this.Dh;
+    for (var i = 0; i < Dh / 2; i++) {
+      var a = Math.fround(pos * this.invFreq[i]), cs = Math.cos(a), sn = Math.sin(a);
+      for (var h = 0; h < nHeads; h++) {
+        var j = h * Dh + 2 * i, x0 = x[j], x1 = x[j + 1];
+        x[j] = x0 * cs - x1 * sn;
+        x[j + 1] = x0 * sn + x1 * cs;
+      }
+    }
+  };
+  Model.prototype.ffn = function (h, pre) {
+    var w = this.w, F = this.F, u = linear(w[pre + "up_proj.weight"], w[pre + "up_proj.bias"], h, F), i;
+    if (this.config.ffn === "swiglu") {
+      var g = linear(w[pre + "gate_proj.weight"], w[pre + "gate_proj.bias"], h, F);
+      for (i = 0; i < F; i++) { u[i] *= g[i] / (1 + Math.exp(-g[i])); }
+    } else {
+      var act = ACT[this.config.ffn];
+      for (i = 0; i < F; i++) { u[i] = act(u[i]); }
+    }
+    return linear(w[pre + "down_proj.weight"], w[pre + "down_proj.bias"], u, this.D);
+  };
+  Model.prototype.embed = function (id, pos) {
+    if (!(id >= 0 && id < this.V && id === Math.floor(id))) { throw new Error("token id must be an int in [0, " + this.V + "), got " + id); }
+    var D = this.D, x = new Float64Array(D), e = this.w["tok_emb.weight"], p = this.w["pos_emb.emb.weight"];
+    for (var i = 0; i < D; i++) {
+      x[i] = Math.fround(e[id * D + i] * this.embScale) + (p ? p[pos * D + i] : 0);
+    }
+    return x;
+  };
+  Model.prototype.forward = function (ids, cache, options) {
+    var opt = options || {}, D = this.D, H = this.H, Hkv = this.Hkv, Dh = this.Dh, T = ids.length, w = this.w;
+    if (!T) { throw new Error("forward needs at least one token"); }
+    cache = cache || this.newCache(T);
+    var past = cache.length, group = H / Hkv, scale = 1 / Math.sqrt(Dh), l, t, h, i, j;
+    if (past + T > cache.maxLen || past + T > this.config.max_seq_len) {
+      throw new Error(past + " cached + " + T + " new tokens exceed the cache (" + cache.maxLen + ") or max_seq_len=" + this.config.max_seq_len);
+    }
+    var xs = ids.map(function (id, k) { return this.embed(id, past + k); }, this);
+    var attention = opt.weights ? [] : null, norms = [xs.map(size)], lens = opt.weights ? [this.readout(xs[T - 1])] : null;
+    for (l = 0; l < this.L; l++) {
+      var pre = "layers." + l + ".", a = pre + "self_attn.", lc = cache.layers[l], qs = [], maps = [];
+      for (t = 0; t < T; t++) {
+        var hx = this.norm(xs[t], pre + "attn_norm"), q = linear(w[a + "q_proj.weight"], w[a + "q_proj.bias"], hx, D);
+        var k = linear(w[a + "k_proj.weight"], w[a + "k_proj.bias"], hx, Hkv * Dh);
+        var v = linear(w[a + "v_proj.weight"], w[a + "v_proj.bias"], hx, Hkv * Dh);
+        if (this.invFreq) { this.rope(q, H, past + t); this.rope(k, Hkv, past + t); }
+        for (h = 0; h < Hkv; h++) {
+          lc.k.set(k.subarray(h * Dh, h * Dh + Dh), (h * cache.maxLen + past + t) * Dh);
+          lc.v.set(v.subarray(h * Dh, h * Dh + Dh), (h * cache.maxLen + past + t) * Dh);
+        }
+        qs.push(q);
+      }
+      for (h = 0; h < H; h++) { maps.push([]); }
+      for (t = 0; t < T; t++) {
+        var n = past + t + 1, out = new Float64Array(D);  // causal: keys 0 .. past + t
+        for (h = 0; h < H; h++) {
+          var kv = Math.floor(h / group), base = kv * cache.maxLen * Dh, sc = new Float64Array(n), mx = -Infinity, sum = 0;
+          for (j = 0; j < n; j++) {
+            var dot = 0;
+            for (i = 0; i < Dh; i++) { dot += qs[t][h * Dh + i] * lc.k[base + j * Dh + i]; }
+            sc[j] = dot * scale;
+            if (sc[j] > mx) { mx = sc[j]; }
+          }
+          for (j = 0; j < n; j++) { sc[j] = Math.exp(sc[j] - mx); sum += sc[j]; }
+          for (j = 0; j < n; j++) {
+            sc[j] /= sum;
+            for (i = 0; i < Dh; i++) { out[h * Dh + i] += sc[j] * lc.v[base + j * Dh + i]; }
+          }
+          if (attention) { maps[h].push(Float32Array.from(sc)); }
+        }
+        var o = linear(w[a + "out_proj.weight"], w[a + "out_proj.bias"], out, D);
+        for (i = 0; i < D; i++) { xs[t][i] += o[i]; }
+      }
+      for (t = 0; t < T; t++) {
+        var f = this.ffn(this.norm(xs[t], pre + "ffn_norm"), pre + "ffn.");
+        for (i = 0; i < D; i++) { xs[t][i] += f[i]; }
+      }
+      if (attention) { attention.push(maps); lens.push(this.readout(xs[T - 1])); }
+      norms.push(xs.map(size));
+    }
+    cache.length = past + T;
+    var logits = [], last = opt.lastOnly ? T - 1 : 0;
+    for (t = last; t < T; t++) { logits.push(this.readout(xs[t])); }
+    return {logits: logits, attention: attention, norms: norms, lens: lens};
+  };
+  // the output head on a residual stream: the logits, or, on a block's output, the "logit lens"
+  Model.prototype.readout = function (x) { return Float32Array.from(linear(this.headW, null, this.norm(x, "final_norm"), this.V)); };
+  function size(x) { var s = 0; for (var i = 0; i < x.length; i++) { s += x[i] * x[i]; } return Math.sqrt(s); }
+
+  // ------------------------------------------------------------------ sampling
+  function rng(seed) {  // mulberry32: the same seed gives the same numbers in every browser (not torch's generator)
+    var a = seed >>> 0;
+    return function () {
+      a = (a + 0x6D2B79F5) >>> 0;
+      var t = Math.imul(a ^ (a >>> 15), 1 | a);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  NS.rng = rng;
+  function argmax(x) { var b = 0; for (var i = 1; i < x.length; i++) { if (x[i] > x[b]) { b = i; } } return b; }
+  NS.argmax = argmax;
+  // minitfm.generation.sampling's order: Temperature, TopK (keeps ties with the k-th), TopP (drops a token when the
+  // tokens ranked above it already hold >= p) -> the probabilities sampling draws from (0 for removed tokens)
+  function process(logits, o) {
+    var V = logits.length, x = new Float64Array(V), i, temperature = o.temperature == null ? 1 : o.temperature;
+    if (!(temperature > 0)) { throw new Error("temperature must be > 0 (greedy decoding is its limit), got " + temperature); }
+    for (i = 0; i < V; i++) { x[i] = logits[i] / temperature; }
+    if (o.topK > 0 && o.topK < V) {
+      var kth = Array.from(x).sort(function (p, q) { return q - p; })[o.topK - 1];
+      for (i = 0; i < V; i++) { if (x[i] < kth) { x[i] = -Infinity; } }
+    }
+    var mx = Math.max.apply(null, Array.from(x)), p = new Float64Array(V), sum = 0;
+    for (i = 0; i < V; i++) { p[i] = Math.exp(x[i] - mx); sum += p[i]; }
+    for (i = 0; i < V; i++) { p[i] /= sum; }
+    if (o.topP != null && o.topP < 1) {
+      var order = Array.from(p.keys()).sort(function (u, v) { return p[v] - p[u] || u - v; }), before = 0, kept = 0;
+      order.forEach(function (id) { var q = p[id]; if (before >= o.topP) { p[id] = 0; } else { kept += q; } before += q; });
+      for (i = 0; i < V; i++) { p[i] /= kept; }
+    }
+    return p;
+  }
+  NS.process = process;
+  function draw(p, u) { var c = 0; for (var i = 0; i < p.length; i++) { c += p[i]; if (u < c && p[i] > 0) { return i; } } return argmax(p); }
+
+  Model.prototype.generate = function (ids, n, options) {
+    var o = options || {}, cache = this.newCache(ids.length + n), random = rng(o.seed || 0), out = [];
+    var eos = o.eos == null ? this.config.eos_id : o.eos, last = this.forward(ids, cache, {lastOnly: true}).logits[0];
+    for (var s = 0; s < n; s++) {
+      var id = o.sample ? draw(process(last, o), random()) : argmax(last);
+      out.push(id);
+      if (id === eos || s === n - 1) { break; }
+      last = this.forward([id], cache).logits[0];
+    }
+    return out;
+  };
+
+  // ------------------------------------------------------------------ tokenizers
+  // Python's str.split() and the regex module's \s: Unicode whitespace (str.split also splits at U+001C..U+001F)
+  var SPACE = "\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+  var SPLIT = new RegExp("[" + SPACE + "\\u001c-\\u001f]+", "u");
+  var GPT2 = null;
+  function gpt2Pattern() {  // minitfm.text.pretokenize.GPT2_SPLIT_PATTERN with \s spelled as the regex module reads it
+    GPT2 = GPT2 || new RegExp("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" + SPACE + "\\p{L}\\p{N}]+|[" + SPACE +
+                              "]+(?![^" + SPACE + "])|[" + SPACE + "]+", "gu");
+    return GPT2;
+  }
+  function hexBytes(hex) { var b = new Uint8Array(hex.length / 2); for (var i = 0; i < b.length; i++) { b[i] = parseInt(hex.substr(2 * i, 2), 16); } return b; }
+  function escapeRe(s) { return s.replace(/[.*+?^${}()|[\]\\\/-]/g, "\\$&"); }
+
+  function WordTokenizer(spec) {
+    this.spec = spec;
+    this.stoi = new Map(spec.itos.map(function (wd, i) { return [wd, i]; }));
+  }
+  WordTokenizer.prototype.encode = function (text) {
+    var s = this.spec, words = text.split(SPLIT).filter(function (wd) { return wd.length > 0; }), self = this;
+    var ids = words.map(function (wd) { var i = self.stoi.get(wd); return i === undefined ? s.unk_id : i; });
+    return {ids: (s.add_bos ? [s.bos_id] : []).concat(ids), pieces: (s.add_bos ? [s.itos[s.bos_id]] : []).concat(words)};
+  };
+  WordTokenizer.prototype.piece = function (id) { return this.spec.itos[id]; };
+  WordTokenizer.prototype.decode = function (ids) {
+    var s = this.spec, out = [];
+    for (var k = 0; k < ids.length; k++) {
+      if (ids[k] === s.eos_id) { break; }
+      if (ids[k] !== s.pad_id && ids[k] !== s.bos_id) { out.push(s.itos[ids[k]]); }
+    }
+    return out.join(" ");
+  };
+
+  function BPETokenizer(spec) {
+    this.spec = spec;
+    this.bytes = {};
+    var self = this;
+    spec.vocab.forEach(function (e) { self.bytes[e[0]] = hexBytes(e[1]); });
+    this.ranks = new Map();
+    spec.merges.forEach(function (m, r) { self.ranks.set(m[0] * 4194304 + m[1], [r, m[2]]); });
+    this.special = new Map(spec.special_tokens);
+    var names = spec.special_tokens.map(function (e) { return e[0]; }).sort(function (a, b) { return b.length - a.length; });
+    this.specialRe = names.length ? new RegExp(names.map(escapeRe).join("|"), "gu") : null;
+    this.utf8 = new TextEncoder();
+  }
+  BPETokenizer.prototype.merge = function (ids) {  // the lowest rank first, the leftmost among equals
+    for (;;) {
+      var best = -1, rank = Infinity, made = 0;
+      for (var i = 0; i + 1 < ids.length; i++) {
+        var m = this.ranks.get(ids[i] * 4194304 + ids[i + 1]);
+        if (m && m[0] < rank) { rank = m[0]; best = i; made = m[1]; }
+      }
+      if (best < 0) { return ids; }
+      ids.splice(best, 2, made);
+    }
+  };
+  BPETokenizer.prototype.encodeText = function (text, ids, pieces) {
+    var self = this, parts = text.match(gpt2Pattern()) || [];
+    parts.forEach(function (part) {
+      var b = self.utf8.encode(part), one = [];
+      for (var i = 0; i < b.length; i++) { one.push(self.spec.byte_ids[b[i]]); }
+      self.merge(one).forEach(function (id) { ids.push(id); pieces.push(self.piece(id)); });
+    });
+  };
+  BPETokenizer.prototype.encode = function (text) {
+    var lone = /[\uD800-\uDFFF]/u.exec(text);
+    if (lone) { throw new Error("text holds a lone surrogate at index " + lone.index + ": half of a UTF-16 pair, not a character"); }
+    var ids = [], pieces = [], start = 0, m, re = this.specialRe;
+    if (re) {
+      re.lastIndex = 0;
+      while ((m = re.exec(text)) !== null) {
+        if (m.index > start) { this.encodeText(text.slice(start, m.index), ids, pieces); }
+        ids.push(this.special.get(m[0]));
+        pieces.push(m[0]);
+        start = m.index + m[0].length;
+      }
+    }
+    if (start < text.length) { this.encodeText(text.slice(start), ids, pieces); }
+    return {ids: ids, pieces: pieces};
+  };
+  BPETokenizer.prototype.piece = function (id) {  // a token's text, or its bytes (<E6>) when they cut a character
+    var b = this.bytes[id];
+    try { return new TextDecoder("utf-8", {fatal: true}).decode(b); } catch (e) {
+      return Array.from(b).map(function (x) { return "<" + (x < 16 ? "0" : "") + x.toString(16).toUpperCase() + ">"; }).join("");
+    }
+  };
+  BPETokenizer.prototype.decode = function (ids) {
+    var self = this, n = 0, chunks = ids.map(function (id) { var b = self.bytes[id]; n += b.length; return b; }), all = new Uint8Array(n), at = 0;
+    chunks.forEach(function (b) { all.set(b, at); at += b.length; });
+    return new TextDecoder("utf-8").decode(all);
+  };
+  NS.tokenizer = function (spec) {
+    if (spec.kind === "word") { return new WordTokenizer(spec); }
+    if (spec.kind === "bpe") { return new BPETokenizer(spec); }
+    throw new Error("unknown tokenizer kind " + JSON.stringify(spec.kind));
+  };
+
+  // ------------------------------------------------------------------ what a browser needs
+  NS.missing = function () {
+    var need = [];
+    if (typeof Float32Array === "undefined" || typeof Map === "undefined") { need.push("typed arrays"); }
+    if (typeof TextEncoder === "undefined" || typeof atob === "undefined") { need.push("TextEncoder"); }
+    try { new RegExp("\\p{L}", "u"); } catch (e) { need.push("Unicode regular expressions"); }
+    var c = document.createElement("canvas");
+    if (!(c.getContext && c.getContext("2d"))) { need.push("canvas"); }
+    return need;
+  };
+  NS.models = {};
+  NS.load = function (name) {
+    if (!NS.models[name]) {
+      var asset = NS.assets[name];
+      if (!asset) { throw new Error("no asset named " + JSON.stringify(name) + " was loaded"); }
+      var spec = asset.header.tokenizer;  // an asset written without a tokenizer (a test's) runs ids only
+      NS.models[name] = {model: new Model(asset), tokenizer: spec ? NS.tokenizer(spec) : null};
+    }
+    return NS.models[name];
+  };
+
+  // ------------------------------------------------------------------ the explorer
+  var VIRIDIS = [[68, 1, 84], [72, 24, 106], [71, 45, 123], [66, 64, 134], [59, 82, 139], [51, 99, 141], [44, 114, 142],
+    [38, 130, 142], [33, 145, 140], [31, 160, 136], [40, 174, 128], [63, 188, 115], [94, 201, 98], [132, 212, 75],
+    [173, 220, 48], [216, 226, 25], [253, 231, 37]];  // the static explorers' colour map (a test keeps them equal)
+  NS.VIRIDIS = VIRIDIS;
+  var FONT = "12px system-ui, -apple-system, 'Segoe UI', Roboto, 'Noto Sans', 'PingFang SC', sans-serif";
+  var MAX_TOKENS = 96;  // the page keeps this many tokens at most (the heatmap stays readable)
+  var TEXT = {
+    en: {quoted: "\u00ab{t}\u00bb", title: "A live model in the page: {desc}", ready: "{params} parameters ({dtype} weights, {size}), {layers} layers \u00d7 {heads} heads: every number below is computed by your browser.",
+      prompt: "Prompt", run: "Run", vocab: "Words the model knows ({n})", tokens: "Tokens (their ids below; orange: unknown word, <unk>; bold: generated)",
+      layer: "Layer", head: "Head", heat: "Attention of layer {l}, head {h} (row = query, column = key)",
+      heatAria: "Attention heatmap of layer {l}, head {h}: {n} queries by {n} keys. Arrow keys move across the cells.",
+      query: "query", key: "key", most: "Layer {l}, head {h}: the last token \u00ab{q}\u00bb attends most to \u00ab{k}\u00bb ({w}).",
+      cell: "query \u00ab{q}\u00bb \u2192 key \u00ab{k}\u00bb: {w}", next: "Most likely next tokens", token: "token", model: "model",
+      after: "after the settings", lens: "Logit lens: the output head reads the last token's residual stream after the embedding and after each block: {list}", norms: "Size \u2016x\u2016 of the last token's residual stream after the embedding and each block: {list}",
+      mode: "Choice", greedy: "greedy (most likely)", sample: "sample", temperature: "Temperature", topk: "Top-k (0 = off)",
+      topp: "Top-p", seed: "Seed", count: "New tokens", step: "Next token", generate: "Generate", stop: "Stop",
+      reset: "Back to the prompt", text: "Text: ", ended: "The model ended the text (<eos>).", full: "The page keeps at most {n} tokens.", trained: "The model was trained on rows of {n} tokens: the page stops there.",
+      timing: "Last forward pass: {ms} ms for {n} new token(s); the KV cache now holds the keys and values of {k} tokens in each of the {l} layers.", needs: "This live model needs a browser with {what} (any recent Chrome, Edge, Firefox or Safari).",
+      failed: "The live model could not run: {msg}", empty: "Type a prompt first."},
+    zh: {quoted: "\u300c{t}\u300d", title: "\u9875\u9762\u4e2d\u7684\u5b9e\u65f6\u6a21\u578b\uff1a{desc}", ready: "{params} \u4e2a\u53c2\u6570\uff08{dtype} \u6743\u91cd\uff0c{size}\uff09\uff0c{layers} \u5c42 \u00d7 {heads} \u4e2a\u5934\uff1a\u4e0b\u9762\u7684\u6bcf\u4e2a\u6570\u5b57\u90fd\u7531\u4f60\u7684\u6d4f\u89c8\u5668\u8ba1\u7b97\u3002",
+      prompt: "\u63d0\u793a\u8bcd", run: "\u8fd0\u884c", vocab: "\u6a21\u578b\u8ba4\u8bc6\u7684\u8bcd\uff08{n} \u4e2a\uff09", tokens: "\u8bcd\u5143\uff08\u4e0b\u65b9\u4e3a id\uff1b\u6a59\u8272\uff1a\u672a\u77e5\u8bcd <unk>\uff1b\u7c97\u4f53\uff1a\u751f\u6210\u7684\u8bcd\u5143\uff09",
+      layer: "\u5c42", head: "\u5934", heat: "\u7b2c {l} \u5c42\u7b2c {h} \u4e2a\u5934\u7684\u6ce8\u610f\u529b\uff08\u884c = \u67e5\u8be2\uff0c\u5217 = \u952e\uff09",
+      heatAria: "\u7b2c {l} \u5c42\u7b2c {h} \u4e2a\u5934\u7684\u6ce8\u610f\u529b\u70ed\u529b\u56fe\uff1a{n} \u4e2a\u67e5\u8be2 \u00d7 {n} \u4e2a\u952e\u3002\u7528\u65b9\u5411\u952e\u5728\u683c\u5b50\u95f4\u79fb\u52a8\u3002",
+      query: "\u67e5\u8be2", key: "\u952e", most: "\u7b2c {l} \u5c42\u7b2c {h} \u4e2a\u5934\uff1a\u6700\u540e\u4e00\u4e2a\u8bcd\u5143\u300c{q}\u300d\u6700\u5173\u6ce8\u300c{k}\u300d\uff08{w}\uff09\u3002",
+      cell: "\u67e5\u8be2\u300c{q}\u300d\u2192 \u952e\u300c{k}\u300d\uff1a{w}", next: "\u6700\u53ef\u80fd\u7684\u4e0b\u4e00\u4e2a\u8bcd\u5143", token: "\u8bcd\u5143", model: "\u6a21\u578b",
+      after: "\u6309\u5f53\u524d\u8bbe\u7f6e", lens: "logit \u900f\u955c\uff1a\u7528\u8f93\u51fa\u5934\u8bfb\u53d6\u6700\u540e\u4e00\u4e2a\u8bcd\u5143\u5728\u5d4c\u5165\u4e4b\u540e\u53ca\u6bcf\u4e2a\u5757\u4e4b\u540e\u7684\u6b8b\u5dee\u6d41\uff1a{list}", norms: "\u6700\u540e\u4e00\u4e2a\u8bcd\u5143\u7684\u6b8b\u5dee\u6d41\u5927\u5c0f \u2016x\u2016\uff08\u5d4c\u5165\u4e4b\u540e\u53ca\u6bcf\u4e2a\u5757\u4e4b\u540e\uff09\uff1a{list}",
+      mode: "\u9009\u62e9\u65b9\u5f0f", greedy: "\u8d2a\u5fc3\uff08\u53d6\u6700\u53ef\u80fd\u7684\uff09", sample: "\u91c7\u6837", temperature: "\u6e29\u5ea6", topk: "top-k\uff080 = \u5173\u95ed\uff09",
+      topp: "top-p", seed: "\u968f\u673a\u79cd\u5b50", count: "\u65b0\u8bcd\u5143\u6570", step: "\u4e0b\u4e00\u4e2a\u8bcd\u5143", generate: "\u751f\u6210", stop: "\u505c\u6b62",
+      reset: "\u56de\u5230\u63d0\u793a\u8bcd", text: "\u6587\u672c\uff1a", ended: "\u6a21\u578b\u7ed3\u675f\u4e86\u6587\u672c\uff08<eos>\uff09\u3002", full: "\u9875\u9762\u6700\u591a\u4fdd\u7559 {n} \u4e2a\u8bcd\u5143\u3002", trained: "\u6a21\u578b\u8bad\u7ec3\u65f6\u6bcf\u884c {n} \u4e2a\u8bcd\u5143\uff1a\u9875\u9762\u5230\u6b64\u4e3a\u6b62\u3002",
+      timing: "\u4e0a\u4e00\u6b21\u524d\u5411\u8ba1\u7b97\uff1a{n} \u4e2a\u65b0\u8bcd\u5143\u7528\u65f6 {ms} \u6beb\u79d2\uff1bKV \u7f13\u5b58\u73b0\u5728\u5728 {l} \u5c42\u4e2d\u5404\u5b58\u6709 {k} \u4e2a\u8bcd\u5143\u7684\u952e\u548c\u503c\u3002", needs: "\u8fd9\u4e2a\u5b9e\u65f6\u6a21\u578b\u9700\u8981\u652f\u6301 {what} \u7684\u6d4f\u89c8\u5668\uff08\u8fd1\u671f\u7684 Chrome\u3001Edge\u3001Firefox \u6216 Safari \u5747\u53ef\uff09\u3002",
+      failed: "\u5b9e\u65f6\u6a21\u578b\u65e0\u6cd5\u8fd0\u884c\uff1a{msg}", empty: "\u8bf7\u5148\u8f93\u5165\u63d0\u793a\u8bcd\u3002"}
+  };
+  NS.TEXT = TEXT;
+  function fill(s, v) { return s.replace(/\{(\w+)\}/g, function (m, k) { return v[k] == null ? m : String(v[k]); }); }
+  function el(tag, attrs, parent) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (a) {
+      if (a === "text") { e.textContent = attrs[a]; } else if (a === "style") { e.style.cssText = attrs[a]; } else { e.setAttribute(a, attrs[a]); }
+    });
+    if (parent) { parent.appendChild(e); }
+    return e;
+  }
+  function color(t) {
+    t = Math.max(0, Math.min(1, isFinite(t) ? t : 0)) * (VIRIDIS.length - 1);
+    var i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i, a = VIRIDIS[i], b = VIRIDIS[i + 1];
+    return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + f * (b[c] - a[c])); }).join(",") + ")";
+  }
+  function labelled(parent, text, input, shown) {
+    var wrap = el("label", {style: "display:inline-flex;align-items:center;gap:6px;margin:3px 14px 3px 0;white-space:nowrap"}, parent);
+    el("span", {text: text, style: "font-weight:600"}, wrap);
+    wrap.appendChild(input);
+    if (shown) { wrap.appendChild(shown); }
+    return input;
+  }
+  function range(min, max, step, value) { return el("input", {type: "range", min: String(min), max: String(max), step: String(step), value: String(value), style: "width:100px"}); }
+  function picker(n, value) {
+    var s = el("select", {style: "font:inherit"});
+    for (var i = 0; i < n; i++) { el("option", {value: String(i), text: String(i)}, s); }
+    s.value = String(value);
+    return s;
+  }
+
+  NS.mount = function (root) {
+    var zh = /^zh/i.test(document.documentElement.lang || ""), S = TEXT[zh ? "zh" : "en"];
+    var status = root.querySelector("[data-minitfm-live-status]"), need = NS.missing();
+    if (need.length) { status.textContent = fill(S.needs, {what: need.join(", ")}); return; }
+    var started = performance.now(), name = root.getAttribute("data-minitfm-live"), loaded;
+    try { loaded = NS.load(name); } catch (e) { status.textContent = fill(S.failed, {msg: e.message}); return; }
+    var model = loaded.model, tok = loaded.tokenizer, c = model.config, h = model.header, id = root.id;
+    if (!tok) { status.textContent = fill(S.failed, {msg: "the asset " + name + " has no tokenizer"}); return; }
+    var cap = Math.min(MAX_TOKENS, c.max_seq_len, h.trained_length || Infinity), st = {};
+    root.textContent = "";
+    el("div", {text: fill(S.title, {desc: (h.description || {})[zh ? "zh" : "en"] || name}), style: "font-weight:600;font-size:14px;margin-bottom:2px"}, root);
+    el("div", {text: fill(S.ready, {params: model.parameterCount().toLocaleString(zh ? "zh-CN" : "en"), dtype: h.dtype,
+                                     size: (h.nbytes / 1e6).toFixed(1) + " MB", layers: c.n_layers, heads: c.n_heads}),
+               style: "color:#57606a;font-size:12px"}, root);
+    var row = el("div", {style: "display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:6px 0"}, root);
+    el("label", {"for": id + "-prompt", text: S.prompt, style: "font-weight:600"}, row);
+    var prompt = el("input", {id: id + "-prompt", type: "text", "data-minitfm-live-prompt": "", spellcheck: "false", autocomplete: "off",
+                              value: root.getAttribute("data-minitfm-prompt") || "", style: "font:inherit;flex:1 1 220px;min-width:0;padding:3px 6px"}, row);
+    var runButton = el("button", {type: "button", text: S.run, "data-minitfm-live-run": ""}, row);
+    if (tok.spec.kind === "word") {
+      var words = el("details", {style: "font-size:12px;color:#57606a"}, root);
+      el("summary", {text: fill(S.vocab, {n: tok.spec.itos.length - 4})}, words);
+      el("div", {text: tok.spec.itos.slice(4).join(" "), style: "padding:2px 0 4px"}, words);
+    }
+    el("div", {text: S.tokens, style: "font-size:12px;color:#57606a;margin-top:4px", id: id + "-tokens-label"}, root);
+    var chips = el("div", {"data-minitfm-live-tokens": "", role: "group", "aria-labelledby": id + "-tokens-label",
+                           style: "display:flex;flex-wrap:wrap;gap:3px;margin:2px 0 6px"}, root);
+    var pick = el("div", {style: "display:flex;flex-wrap:wrap"}, root);
+    var layerSel = labelled(pick, S.layer, picker(c.n_layers, c.n_layers - 1)), headSel = labelled(pick, S.head, picker(c.n_heads, 0));
+    layerSel.setAttribute("data-minitfm-live-layer", ""); headSel.setAttribute("data-minitfm-live-head", "");
+    var readout = el("div", {"aria-live": "polite", "data-minitfm-live-readout": "", style: "margin:4px 0;font-variant-numeric:tabular-nums"}, root);
+    var views = el("div", {style: "display:flex;flex-wrap:wrap;gap:10px 16px;align-items:flex-start"}, root);
+    var heatBox = el("div", {style: "flex:1 1 360px;min-width:0;max-width:100%"}, views);
+    var canvas = el("canvas", {tabindex: "0", role: "img", "data-minitfm-live-heatmap": "", style: "display:block;width:100%;height:auto"}, heatBox);
+    var hover = el("div", {style: "font-size:12px;color:#57606a;min-height:1.45em"}, heatBox);
+    var nextBox = el("div", {style: "flex:1 1 240px;min-width:0;max-width:100%"}, views);
+    var lens = el("div", {"data-minitfm-live-lens": "", style: "margin:4px 0"}, root);
+    var norms = el("div", {style: "font-size:12px;color:#57606a;margin:4px 0"}, root);
+    var gen = el("div", {style: "display:flex;flex-wrap:wrap;margin-top:4px"}, root);
+    var mode = labelled(gen, S.mode, el("select", {style: "font:inherit", "data-minitfm-live-mode": ""}));
+    el("option", {value: "greedy", text: S.greedy}, mode); el("option", {value: "sample", text: S.sample}, mode);
+    function shown() { return el("span", {style: "min-width:2.4em;font-variant-numeric:tabular-nums"}); }
+    var tShow = shown(), kShow = shown(), pShow = shown(), nShow = shown();
+    var temp = labelled(gen, S.temperature, range(0.1, 2, 0.1, 1), tShow), topk = labelled(gen, S.topk, range(0, c.vocab_size, 1, 0), kShow);
+    var topp = labelled(gen, S.topp, range(0.05, 1, 0.05, 1), pShow), count = labelled(gen, S.count, range(1, 40, 1, 12), nShow);
+    var seed = labelled(gen, S.seed, el("input", {type: "number", min: "0", max: "4294967295", step: "1", value: "0", style: "font:inherit;width:6em"}));
+    var buttons = el("div", {style: "display:flex;flex-wrap:wrap;gap:6px;margin:6px 0"}, root);
+    var stepButton = el("button", {type: "button", text: S.step, "data-minitfm-live-step": ""}, buttons);
+    var genButton = el("button", {type: "button", text: S.generate, "data-minitfm-live-generate": ""}, buttons);
+    var stopButton = el("button", {type: "button", text: S.stop, disabled: ""}, buttons);
+    var resetButton = el("button", {type: "button", text: S.reset}, buttons);
+    var output = el("div", {"data-minitfm-live-output": "", style: "margin:4px 0"}, root);
+    var note = el("div", {role: "status", "data-minitfm-live-status": "", style: "font-size:12px;color:#57606a"}, root);
+
+    function settings() {
+      return {temperature: +temp.value, topK: +topk.value, topP: +topp.value, sample: mode.value === "sample"};
+    }
+    function timed(fn) { var t0 = performance.now(), r = fn(); st.ms = performance.now() - t0; return r; }
+    function run() {
+      stopGenerating();
+      var enc;
+      try { enc = tok.encode(prompt.value); } catch (e) { note.textContent = fill(S.failed, {msg: e.message}); return; }
+      if (tok.spec.kind !== "word") { enc = {ids: [c.bos_id].concat(enc.ids), pieces: [tok.piece(c.bos_id)].concat(enc.pieces)}; }
+      if (!enc.ids.length) { note.textContent = S.empty; return; }
+      enc.ids = enc.ids.slice(0, cap); enc.pieces = enc.pieces.slice(0, cap);
+      st = {ids: enc.ids, pieces: enc.pieces, prompt: enc.ids.length, cache: model.newCache(cap), random: NS.rng(+seed.value || 0)};
+      var res = timed(function () { return model.forward(enc.ids, st.cache, {weights: true}); });
+      st.attn = res.attention;
+      st.last = res.logits[res.logits.length - 1];
+      st.norms = res.norms.map(function (n) { return n[n.length - 1]; });
+      st.lens = res.lens;
+      st.n = enc.ids.length;
+      hover.textContent = "";
+      note.textContent = fill(S.timing, {ms: st.ms.toFixed(1), n: st.n, k: st.cache.length, l: c.n_layers});
+      render();
+    }
+    function step() {
+      if (!st.ids) { run(); }
+      if (st.ids.length >= cap) { note.textContent = fill(h.trained_length ? S.trained : S.full, {n: cap}); return false; }
+      var o = settings(), next = o.sample ? draw(process(st.last, o), st.random()) : argmax(st.last);
+      st.ids.push(next);
+      st.pieces.push(tok.piece(next));
+      var res = timed(function () { return model.forward([next], st.cache, {weights: true}); });
+      st.attn.forEach(function (layer, l) { layer.forEach(function (rows, hh) { rows.push(res.attention[l][hh][0]); }); });
+      st.last = res.logits[0];
+      st.norms = res.norms.map(function (n) { return n[0]; });
+      st.lens = res.lens;
+      note.textContent = fill(S.timing, {ms: st.ms.toFixed(1), n: 1, k: st.cache.length, l: c.n_layers});
+      render();
+      if (next === c.eos_id) { note.textContent = S.ended; return false; }
+      return true;
+    }
+    var timer = null;
+    function stopGenerating() {
+      if (timer) { clearTimeout(timer); timer = null; }
+      stopButton.disabled = true; genButton.disabled = false; stepButton.disabled = false;
+    }
+    function generate() {
+      var left = +count.value;
+      stopButton.disabled = false; genButton.disabled = true; stepButton.disabled = true;
+      (function tick() {
+        timer = null;
+        if (left-- > 0 && step()) { timer = setTimeout(tick, 60); } else { stopGenerating(); }
+      })();
+    }
+
+    function heat() {  // the explorers' heatmap: viridis cells, token labels, a colour bar; masked cells grey
+      var l = +layerSel.value, hh = +headSel.value, rows = st.attn[l][hh], n = rows.length, labels = st.pieces;
+      var w = Math.max(240, Math.floor(heatBox.clientWidth || 360)), dpr = window.devicePixelRatio || 1, ctx0 = canvas.getContext("2d");
+      ctx0.font = FONT;
+      var widest = labels.reduce(function (m, t) { return Math.max(m, ctx0.measureText(t).width); }, 0);
+      var left = Math.min(widest, 90) + 10, right = 44, top = 22, cw = Math.min(34, (w - left - right) / n);
+      var rotate = widest > cw - 4, bottom = rotate ? Math.min(widest, 90) * 0.72 + 12 : 20, ch = cw, hgt = top + n * ch + bottom;
+      canvas.width = Math.round(w * dpr); canvas.height = Math.round(hgt * dpr);
+      var ctx = canvas.getContext("2d");
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.fillStyle = "#ffffff"; ctx.fillRect(0, 0, w, hgt);
+      ctx.font = "600 " + FONT; ctx.fillStyle = "#1f2328"; ctx.textAlign = "left"; ctx.textBaseline = "top";
+      ctx.fillText(fill(S.heat, {l: l, h: hh}), 2, 2, w - 4);
+      ctx.font = FONT;
+      for (var i = 0; i < n; i++) {
+        for (var j = 0; j < n; j++) {
+          ctx.fillStyle = j < rows[i].length ? color(rows[i][j]) : "#eef1f4";
+          ctx.fillRect(left + j * cw, top + i * ch, Math.ceil(cw), Math.ceil(ch));
+        }
+      }
+      if (st.cursor) {
+        ctx.strokeStyle = "#e07b39"; ctx.lineWidth = 2;
+        ctx.strokeRect(left + st.cursor[1] * cw + 1, top + st.cursor[0] * ch + 1, cw - 2, ch - 2);
+      }
+      ctx.fillStyle = "#1f2328";
+      var stepR = Math.ceil(13 / ch), stepC = Math.ceil((rotate ? 13 : widest + 6) / cw);
+      ctx.textAlign = "right"; ctx.textBaseline = "middle";
+      for (i = 0; i < n; i += stepR) { ctx.fillText(labels[i], left - 4, top + (i + 0.5) * ch, left - 6); }
+      for (j = 0; j < n; j += stepC) {
+        ctx.save();
+        ctx.translate(left + (j + 0.5) * cw, top + n * ch + 4);
+        if (rotate) { ctx.rotate(-Math.PI / 4); ctx.textAlign = "right"; ctx.translate(4, 4); } else { ctx.textAlign = "center"; }
+        ctx.textBaseline = rotate ? "middle" : "top";
+        ctx.fillText(labels[j], 0, 0, 90);
+        ctx.restore();
+      }
+      var lx = left + n * cw + 10, lh = Math.max(40, n * ch);
+      for (var y = 0; y < lh; y++) { ctx.fillStyle = color(1 - y / (lh - 1)); ctx.fillRect(lx, top + y, 10, 1); }
+      ctx.fillStyle = "#1f2328"; ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.fillText("1", lx + 13, top);
+      ctx.textBaseline = "bottom"; ctx.fillText("0", lx + 13, top + lh);
+      st.geom = {left: left, top: top, cw: cw, ch: ch, n: n, w: w};
+      canvas.setAttribute("aria-label", fill(S.heatAria, {l: l, h: hh, n: n}));
+      var last = rows[n - 1], best = argmax(last);
+      readout.textContent = fill(S.most, {l: l, h: hh, q: labels[n - 1], k: labels[best], w: last[best].toFixed(3)});
+    }
+    function cellText(i, j) {
+      var rows = st.attn[+layerSel.value][+headSel.value], v = j < rows[i].length ? rows[i][j] : 0;
+      return fill(S.cell, {q: st.pieces[i], k: st.pieces[j], w: v.toFixed(3)});
+    }
+    function onPointer(e) {
+      var g = st.geom, r = canvas.getBoundingClientRect();
+      if (!g) { return; }
+      var k = g.w / (r.width || g.w), j = Math.floor(((e.clientX - r.left) * k - g.left) / g.cw), i = Math.floor(((e.clientY - r.top) * k - g.top) / g.ch);
+      hover.textContent = i >= 0 && j >= 0 && i < g.n && j < g.n ? cellText(i, j) : "";
+    }
+    canvas.addEventListener("mousemove", onPointer);
+    canvas.addEventListener("click", onPointer);
+    canvas.addEventListener("keydown", function (e) {
+      var moves = {ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], Home: [0, -1e9], End: [0, 1e9]};
+      if (!moves[e.key] || !st.geom) { return; }
+      e.preventDefault();
+      var n = st.geom.n, cur = st.cursor || [n - 1, n - 1];
+      st.cursor = [Math.max(0, Math.min(n - 1, cur[0] + moves[e.key][0])), Math.max(0, Math.min(n - 1, cur[1] + moves[e.key][1]))];
+      heat();
+      hover.textContent = cellText(st.cursor[0], st.cursor[1]);
+      readout.textContent = hover.textContent;
+    });
+
+    function nextTable() {
+      var o = settings(), raw = process(st.last, {}), after = o.sample ? process(st.last, o) : null;
+      var order = Array.from(raw.keys()).sort(function (a, b) { return raw[b] - raw[a] || a - b; }).slice(0, 8);
+      nextBox.textContent = "";
+      el("div", {text: S.next, style: "font-weight:600;margin-bottom:2px", id: id + "-next"}, nextBox);
+      var table = el("table", {"aria-labelledby": id + "-next", "data-minitfm-live-next": "", style: "border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums"}, nextBox);
+      var head = el("tr", {}, el("thead", {}, table)), body = el("tbody", {}, table);
+      [S.token, S.model].concat(after ? [S.after] : []).forEach(function (t) { el("th", {text: t, scope: "col", style: "text-align:left;padding:1px 6px 1px 0;font-size:12px"}, head); });
+      order.forEach(function (tid) {
+        var tr = el("tr", {}, body);
+        el("td", {text: tok.piece(tid), style: "padding:1px 6px 1px 0;white-space:pre"}, tr);
+        [raw].concat(after ? [after] : []).forEach(function (p) {
+          var td = el("td", {style: "padding:1px 6px 1px 0;min-width:90px"}, tr);
+          var bar = el("div", {style: "display:flex;align-items:center;gap:4px"}, td);
+          el("div", {style: "height:10px;background:#21908d;width:" + Math.max(1, Math.round(p[tid] * 70)) + "px"}, bar);
+          el("span", {text: p[tid].toFixed(3)}, bar);
+        });
+      });
+    }
+    function render() {
+      chips.textContent = "";
+      st.pieces.forEach(function (piece, i) {
+        var unk = tok.spec.unk_id != null && st.ids[i] === tok.spec.unk_id, made = i >= st.prompt;
+        var chip = el("span", {style: "display:inline-flex;flex-direction:column;align-items:center;padding:1px 5px;border-radius:4px;" +
+                                       "border:1px solid " + (unk ? "#bc4c00" : "#d0d7de") + ";background:" + (made ? "#e6f4f1" : "#f6f8fa") +
+                                       (made ? ";font-weight:600" : "")}, chips);
+        el("span", {text: piece, style: "white-space:pre"}, chip);
+        el("span", {text: String(st.ids[i]), style: "font-size:10px;color:#57606a"}, chip);
+      });
+      heat();
+      nextTable();
+      lens.textContent = fill(S.lens, {list: st.lens.map(function (z) {
+        var p = process(z, {}), best = argmax(p);
+        return fill(S.quoted, {t: tok.piece(best)}) + " " + p[best].toFixed(2);
+      }).join(" \u2192 ")});
+      norms.textContent = fill(S.norms, {list: st.norms.map(function (v) { return v.toFixed(1); }).join(" \u2192 ")});
+      output.textContent = S.text + tok.decode(st.ids);
+      tShow.textContent = (+temp.value).toFixed(1); kShow.textContent = topk.value; pShow.textContent = (+topp.value).toFixed(2); nShow.textContent = count.value;
+    }
+    prompt.addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); run(); } });
+    prompt.addEventListener("input", function () { if (!timer) { run(); } });
+    runButton.addEventListener("click", run);
+    layerSel.addEventListener("change", function () { st.cursor = null; heat(); });
+    headSel.addEventListener("change", function () { st.cursor = null; heat(); });
+    [mode, temp, topk, topp, count].forEach(function (x) { x.addEventListener("input", render); x.addEventListener("change", render); });
+    seed.addEventListener("change", function () { st.random = NS.rng(+seed.value || 0); });
+    stepButton.addEventListener("click", function () { stopGenerating(); step(); });
+    genButton.addEventListener("click", generate);
+    stopButton.addEventListener("click", stopGenerating);
+    resetButton.addEventListener("click", run);
+    run();
+    root.setAttribute("data-minitfm-live-ready", (performance.now() - started).toFixed(0));
+    var lastWidth = root.clientWidth;
+    if (window.ResizeObserver) {
+      new ResizeObserver(function () {
+        if (root.clientWidth !== lastWidth && st.attn) { lastWidth = root.clientWidth; window.requestAnimationFrame(heat); }
+      }).observe(root);
+    }
+    root.minitfmLive = {run: run, step: step, state: function () { return st; }};
+  };
+})(typeof window !== "undefined" ? window : this);

@@ -1,0 +1,326 @@
+"""The live model of the book's pages: a trained model as a static asset that ``live_model.js`` runs in the browser.
+
+``live_model.js`` (beside this module) is a dependency-free JavaScript forward pass of ``DecoderOnlyLM`` with its
+tokenizer, sampling and the live explorer. This module writes what it runs: ``NAME.bin`` (every tensor, little-endian
+float16 or float32, one after another) and its header ``NAME.json`` (dtype, the config fields the engine reads, each
+tensor's name, shape and byte offset, the tokenizer, the checkpoint's sha256, float16's error measured on a probe
+batch); it reads an asset back (:func:`read_asset`, :func:`model_from_asset`), lists why one is not current
+(:func:`asset_problems`) and writes the page bundle the site serves from ``_assets/live/`` (:func:`bundle`: the
+engine, and ``NAME.js`` with the header and the .bin in base64: a page opened from ``file://`` may load scripts but
+not fetch files). :func:`live_explorer` is the cell output that mounts the explorer on a book page.
+
+    python -m minitfm.viz.live_model write        # rewrite the shipped assets from their checkpoints
+    python -m minitfm.viz.live_model check        # exit 1, naming the problem, if an asset is not current
+    python -m minitfm.viz.live_model bundle DIR   # engine + asset scripts for the site (tools/build_book.sh)
+
+Glossary: B batch, T tokens, V vocab_size, D d_model.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import html as html_lib
+import itertools
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from minitfm.config import ModelConfig
+from minitfm.models import DecoderOnlyLM
+from minitfm.text.bpe_tokenizer import Tokenizer
+from minitfm.text.words import WordTokenizer
+
+FORMAT, FORMAT_VERSION = "minitfm-live", 1
+ASSETS = Path(__file__).parent / "live_assets"
+SUPPORTED = {"norm": ("rms", "layer"), "pos": ("rope", "learned"), "ffn": ("swiglu", "gelu", "gelu_tanh")}
+# the config fields live_model.js reads; every other field must keep its default (dropout and attn_impl aside)
+ENGINE_FIELDS = ("vocab_size", "d_model", "n_heads", "n_kv_heads", "d_ff", "n_layers", "max_seq_len", "norm",
+                 "norm_first", "pos", "ffn", "bias", "tie_embeddings", "scale_embeddings", "rope_base", "rope_scale",
+                 "norm_eps", "pad_id", "bos_id", "eos_id")
+_IGNORED = ("dropout", "attn_impl", "n_encoder_layers", "n_decoder_layers")
+DTYPES = {"float16": "<f2", "float32": "<f4"}
+_instances = itertools.count()
+
+
+@dataclasses.dataclass(frozen=True)
+class Shipped:
+    """A model the book's pages run: how to load it (model, tokenizer, checkpoint path) and a probe batch."""
+    load: Callable[[], tuple]
+    probe: Callable[[object], torch.Tensor]  # tokenizer -> (B, T) ids on which the float16 error is measured
+    dtype: str
+    description: dict  # {"en": ..., "zh": ...}: what the explorer's title calls the model
+    trained_length: int | None = None  # the longest rows it was trained on: the page generates no further
+
+
+def _small_lm():
+    from minitfm.lm.corpus import make_tokenizer
+    from minitfm.lm.small_lm import CHECKPOINT, load_small_lm
+    return load_small_lm(), make_tokenizer(), CHECKPOINT
+
+
+def _sentences(tokenizer) -> torch.Tensor:
+    from minitfm.lm.corpus import generate_sentences
+    from minitfm.lm.small_lm import VALID_SEED
+    return tokenizer.encode_batch(generate_sentences(16, seed=VALID_SEED), side="right")
+
+
+SHIPPED = {"small_lm": Shipped(_small_lm, _sentences, "float16", {"en": "the grammar model of chapters 8 and 9",
+                                                                   "zh": "第 8、9 章的语法模型"}, trained_length=32)}
+
+
+def check_supported(model) -> None:
+    """TypeError/ValueError unless ``live_model.js`` computes ``model`` exactly: a DecoderOnlyLM, Pre-LN, with
+    ``norm`` in rms/layer, ``pos`` in rope/learned and ``ffn`` in swiglu/gelu/gelu_tanh (any heads, biases, tying)."""
+    if not isinstance(model, DecoderOnlyLM):
+        raise TypeError(f"the live engine runs a minitfm DecoderOnlyLM, got {type(model).__name__}")
+    c = model.config
+    for field, allowed in SUPPORTED.items():
+        if getattr(c, field) not in allowed:
+            raise ValueError(f"the live engine computes {field} in {allowed}, got {field}={getattr(c, field)!r}")
+    if not c.norm_first:
+        raise ValueError("the live engine computes Pre-LN blocks (norm_first=True), got norm_first=False")
+    for f in dataclasses.fields(c):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if f.name not in ENGINE_FIELDS + _IGNORED and getattr(c, f.name) != default:
+            raise ValueError(f"the live engine does not compute {f.name}={getattr(c, f.name)!r} (only the default "
+                             f"{default!r})")
+
+
+def tokenizer_spec(tokenizer) -> dict:
+    """The tokenizer as JSON for ``live_model.js``: a WordTokenizer's words, or a byte-level BPE's merges by rank."""
+    if isinstance(tokenizer, WordTokenizer):
+        return {"kind": "word", "itos": list(tokenizer.itos), "pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id,
+                "eos_id": tokenizer.eos_id, "unk_id": tokenizer.unk_id, "add_bos": True}
+    if isinstance(tokenizer, Tokenizer):
+        ids = tokenizer.token_to_id
+        return {"kind": "bpe", "vocab": [[i, tokenizer.vocab[i].hex()] for i in sorted(tokenizer.vocab)],
+                "merges": [[ids[a], ids[b], ids[a + b]] for a, b in tokenizer.merges],
+                "byte_ids": [ids[bytes([b])] for b in range(256)],
+                "special_tokens": [[t, tokenizer.special_ids[t]] for t in tokenizer.special_tokens]}
+    raise TypeError(f"tokenizer must be a WordTokenizer or a byte-level BPE Tokenizer, got {type(tokenizer).__name__}")
+
+
+def encode_asset(model, tokenizer, name: str, dtype: str = "float32", *, source: Path | None = None,
+                 description: dict | None = None) -> tuple[dict, bytes]:
+    """``(header, data)`` of an asset: the model's tensors as ``dtype`` bytes and the JSON header describing them."""
+    check_supported(model)
+    config = {name: getattr(model.config, name) for name in ENGINE_FIELDS}  # every other field holds its default
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    c = model.config
+    if tokenizer is not None and tokenizer.vocab_size != c.vocab_size:
+        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, the model's vocab_size is {c.vocab_size}")
+    table, chunks, offset = [], [], 0
+    state = {k: v for k, v in model.state_dict().items() if not (c.tie_embeddings and k == "lm_head.weight")}
+    for key, tensor in state.items():  # a tied head is the embedding: stored once
+        raw = np.ascontiguousarray(tensor.detach().cpu().float().numpy(), dtype=DTYPES[dtype]).tobytes()
+        table.append({"name": key, "shape": list(tensor.shape), "offset": offset})
+        chunks.append(raw)
+        offset += len(raw)
+    data = b"".join(chunks)
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "name": name, "description": description or {},
+              "dtype": dtype, "nbytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+              "parameters": sum(int(np.prod(t["shape"])) for t in table), "config": config, "tensors": table,
+              "tokenizer": None if tokenizer is None else tokenizer_spec(tokenizer),
+              "source": None if source is None else {"file": Path(source).name,
+                                                          "sha256": hashlib.sha256(Path(source).read_bytes()).hexdigest()}}
+    return header, data
+
+
+def _rebuild(header: dict, data: bytes) -> DecoderOnlyLM:
+    """A float32 DecoderOnlyLM holding the asset's weights (rounded as the page holds them), in eval mode."""
+    rebuilt = DecoderOnlyLM(ModelConfig.from_dict(header["config"])).eval()
+    rebuilt.load_state_dict(_state(header, data), strict=True)
+    return rebuilt
+
+
+def _state(header: dict, data: bytes) -> dict[str, torch.Tensor]:
+    dtype, state = np.dtype(DTYPES[header["dtype"]]), {}
+    for t in header["tensors"]:
+        count = int(np.prod(t["shape"]))
+        values = np.frombuffer(data, dtype=dtype, count=count, offset=t["offset"]).astype(np.float32)
+        state[t["name"]] = torch.from_numpy(values.copy()).reshape(t["shape"])
+    if header["config"]["tie_embeddings"]:
+        state["lm_head.weight"] = state["tok_emb.weight"]
+    return state
+
+
+def rounding_error(model, header: dict, data: bytes, tokens: torch.Tensor) -> dict:
+    """How far the asset's weights move the model: max |Δ logit| and max |Δ probability| over ``tokens`` (B, T),
+    and how many greedy next tokens stay the same, against the model in float32."""
+    rebuilt, was_training = _rebuild(header, data), model.training
+    with torch.no_grad():
+        exact, rounded = model.eval()(tokens), rebuilt(tokens)
+    model.train(was_training)
+    keep = tokens != (model.config.pad_id if model.config.pad_id is not None else -1)
+    return {"max_abs_logit": float((exact - rounded).abs()[keep].max()),
+            "max_abs_prob": float((exact.softmax(-1) - rounded.softmax(-1)).abs()[keep].max()),
+            "same_argmax": int((exact.argmax(-1) == rounded.argmax(-1))[keep].sum()), "positions": int(keep.sum())}
+
+
+def _check_name(name) -> None:
+    if name not in SHIPPED:
+        raise ValueError(f"no shipped live model named {name!r}; choose one of {sorted(SHIPPED)}")
+
+
+def _fresh(name: str) -> tuple[dict, bytes, object, object]:
+    _check_name(name)
+    entry = SHIPPED[name]
+    model, tokenizer, checkpoint = entry.load()
+    header, data = encode_asset(model, tokenizer, name, entry.dtype, source=checkpoint, description=entry.description)
+    header["trained_length"] = entry.trained_length
+    return header, data, model, tokenizer
+
+
+def write_asset(name: str = "small_lm", folder: Path = ASSETS) -> tuple[Path, Path]:
+    """Write ``NAME.json`` and ``NAME.bin`` of a shipped model into ``folder``, with the measured rounding error."""
+    header, data, model, tokenizer = _fresh(name)
+    header["rounding_error"] = rounding_error(model, header, data, SHIPPED[name].probe(tokenizer))
+    return save_asset(header, data, folder)
+
+
+def save_asset(header: dict, data: bytes, folder: Path) -> tuple[Path, Path]:
+    """Write an :func:`encode_asset` result as ``NAME.json`` and ``NAME.bin`` (NAME = ``header["name"]``)."""
+    folder, name = Path(folder), header["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.bin").write_bytes(data)
+    (folder / f"{name}.json").write_text(json.dumps(header, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return folder / f"{name}.json", folder / f"{name}.bin"
+
+
+def read_asset(name: str = "small_lm", folder: Path = ASSETS) -> tuple[dict, bytes]:
+    """``(header, data)`` of the asset on disk; ValueError if the .bin does not match its header."""
+    path = Path(folder) / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no live asset {path}; write it with `python -m minitfm.viz.live_model write`")
+    header = json.loads(path.read_text(encoding="utf-8"))
+    if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path} is not a {FORMAT} v{FORMAT_VERSION} header, got {header.get('format')!r} "
+                         f"v{header.get('format_version')!r}")
+    data = path.with_suffix(".bin").read_bytes()
+    if len(data) != header["nbytes"] or hashlib.sha256(data).hexdigest() != header["sha256"]:
+        raise ValueError(f"{path.with_suffix('.bin')} does not match its header (size or sha256): rewrite the asset")
+    return header, data
+
+
+def model_from_asset(name: str = "small_lm", folder: Path = ASSETS) -> DecoderOnlyLM:
+    """The model exactly as the page computes it: the asset's (rounded) weights in a float32 DecoderOnlyLM."""
+    return _rebuild(*read_asset(name, folder))
+
+
+def asset_problems(name: str = "small_lm", folder: Path = ASSETS) -> list[str]:
+    """Why the asset on disk is not what :func:`write_asset` would write now (empty list: it is current)."""
+    try:
+        header, data = read_asset(name, folder)
+    except (FileNotFoundError, ValueError) as err:
+        return [str(err)]
+    fresh, fresh_data, _, _ = _fresh(name)
+    problems = [f"{key} differs from the current model's (rewrite: python -m minitfm.viz.live_model write)"
+                for key in ("source", "config", "dtype", "tensors", "tokenizer") if header.get(key) != fresh[key]]
+    if data != fresh_data:
+        problems.append("the weights differ from the checkpoint's (rewrite: python -m minitfm.viz.live_model write)")
+    return problems
+
+
+# ---- the page: the scripts the site serves, and the cell output that mounts the explorer ---------------------
+
+def engine_js() -> str:  # the text of live_model.js
+    return resources.files(__package__).joinpath("live_model.js").read_text(encoding="utf-8")
+
+
+def asset_script(name: str = "small_lm", folder: Path = ASSETS) -> str:
+    """``NAME.js``: registers the asset (header and base64 .bin) as ``window.minitfmLive.assets[NAME]``."""
+    header, data = read_asset(name, folder)
+    payload = json.dumps({"header": header, "b64": base64.b64encode(data).decode("ascii")}, ensure_ascii=True,
+                         separators=(",", ":")).replace("</", "<\\/")  # inline in a <script>: no "</script>"
+    return (f"// minitfm live asset {name}: written by python -m minitfm.viz.live_model bundle; do not edit\n"
+            "(function (g) { var ns = g.minitfmLive = g.minitfmLive || {}; ns.assets = ns.assets || {};\n"
+            f"ns.assets[{json.dumps(name)}] = {payload}; }})(window);\n")
+
+
+def bundle(out_dir, names=None, folder: Path = ASSETS) -> list[Path]:
+    """Write ``live_model.js`` and each asset's ``NAME.js`` into ``out_dir`` (the site's ``_assets/live/``)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "live_model.js"]
+    written[0].write_text(engine_js(), encoding="utf-8")
+    for name in sorted(SHIPPED) if names is None else names:
+        written.append(out / f"{name}.js")
+        written[-1].write_text(asset_script(name, folder), encoding="utf-8")
+    return written
+
+
+class LiveExplorer:
+    """The cell output of a live explorer: a small HTML block whose script loads the engine and the asset from the
+    site (``_assets/live/``) and mounts the explorer; ``inline=True`` embeds both instead (megabytes: for a local
+    notebook, never for a committed output)."""
+
+    def __init__(self, name: str, prompt: str, inline: bool):
+        header, _ = read_asset(name)
+        self.name, self.prompt = name, prompt
+        self.engine_bytes = len(engine_js().encode("utf-8"))
+        self.asset_bytes = len(asset_script(name).encode("utf-8"))
+        self.weight_bytes, self.dtype = header["nbytes"], header["dtype"]
+        digest = hashlib.sha1(f"{name}|{prompt}".encode()).hexdigest()[:8]
+        self.element_id = f"minitfm-live-{name}-{digest}-{next(_instances)}"
+        loader = (ASSETS / "loader.js").read_text(encoding="utf-8").split("\n", 3)[3]  # without its comment lines
+        loader = loader.replace("__ID__", self.element_id).replace("__NAME__", name)
+        embedded = f"<script>{engine_js()}</script><script>{asset_script(name)}</script>" if inline else ""
+        box = ("background:#fff;color:#1f2328;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;margin:8px 0;"
+               "max-width:100%;box-sizing:border-box;font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,"
+               "'Noto Sans','PingFang SC',sans-serif")
+        self.html = (f'<div id="{self.element_id}" class="minitfm-live" data-minitfm-live="{name}" '
+                     f'data-minitfm-prompt="{html_lib.escape(prompt)}" style="{box}">'
+                     f'<div data-minitfm-live-status role="status">The live model needs JavaScript: it runs on the '
+                     "book's web page.</div></div>" + embedded + f"<script>{loader}</script>")
+
+    @property
+    def page_bytes(self) -> int:
+        """What a page with this explorer downloads: the engine and the asset script (the .bin in base64)."""
+        return self.engine_bytes + self.asset_bytes
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return (f"LiveExplorer({self.name!r}: engine {self.engine_bytes / 1e6:.2f} MB + weights {self.weight_bytes / 1e6:.2f}"
+                f" MB of {self.dtype}, {self.asset_bytes / 1e6:.2f} MB as a script)")
+
+
+def live_explorer(name: str = "small_lm", prompt: str = "the cat", *, inline: bool = False) -> LiveExplorer:
+    """The live explorer of a shipped model for a notebook cell; on the book's page it runs the model in the browser."""
+    _check_name(name)
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    if not isinstance(inline, bool):
+        raise TypeError(f"inline must be a bool, got {type(inline).__name__}")
+    return LiveExplorer(name, prompt, inline)
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["write"]:
+        for name in args[1:] or sorted(SHIPPED):
+            print("wrote", *write_asset(name))
+        return 0
+    if args[:1] == ["check"]:
+        problems = {name: asset_problems(name) for name in args[1:] or sorted(SHIPPED)}
+        for name, found in problems.items():
+            print(f"{name}: " + ("current" if not found else "; ".join(found)))
+        return 1 if any(problems.values()) else 0
+    if args[:1] == ["bundle"] and len(args) == 2:
+        for path in bundle(args[1]):
+            print(f"{path} ({path.stat().st_size / 1e6:.2f} MB)")
+        return 0
+    print(__doc__.split("\n\n")[-2], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
