@@ -1,10 +1,18 @@
 """One typed configuration for every model in the library, validated once, with named presets.
 
-Glossary: V vocab_size, D d_model, H n_heads, H_kv n_kv_heads, Dh = D / H d_head, F d_ff,
-L layers, T_max max_seq_len.
+Glossary: V vocab_size, D d_model, H n_heads, H_kv n_kv_heads, Dh d_head (D / H unless ``head_dim``), F d_ff,
+L layers, T_max max_seq_len, W sliding_window, E n_experts.
 
 One choice per axis, each a plain value: ``norm``, ``norm_first``, ``pos``, ``ffn``, ``bias``, ``dropout``,
-``tie_embeddings``, ``attn_impl``. Three fields may be left ``None`` and mean "the usual default":
+``tie_embeddings``, ``attn_impl``. The axes on which today's open models differ from GPT-2 and Llama 2 are one
+field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 3, OLMo 2), ``sublayer_norm``
+(OLMo 2's output norms, Gemma 2/3's sandwich), ``norm="rms_offset"`` and ``scale_embeddings`` (Gemma),
+``ffn="geglu_tanh"`` (Gemma), ``attn_scale``, ``attn_softcap``/``final_softcap`` (Gemma 2), ``sliding_window``
+with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
+``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
+``renormalize_experts`` (Mixtral, Qwen3-MoE). Which layer does what is answered in one place,
+:meth:`ModelConfig.layer_window` and :meth:`ModelConfig.layer_rope`. Three fields may be left ``None`` and mean
+"the usual default":
 ``n_kv_heads`` (= H, ordinary multi-head attention), ``d_ff`` (4 D, or 8/3 D for SwiGLU) and the two
 encoder-decoder depths (= ``n_layers``). :meth:`ModelConfig.resolved` fills them in; models store the
 resolved copy, so ``model.config.d_ff`` is always a number. Leaving them ``None`` in your own config
@@ -18,10 +26,13 @@ from typing import Optional
 
 from minitfm._checks import check_choice, check_number, check_positive_int, check_probability
 from minitfm.layers.attention import IMPLEMENTATIONS
-from minitfm.layers.feedforward import FFN_KINDS, swiglu_hidden_size
+from minitfm.layers.feedforward import FFN_KINDS, GATED, swiglu_hidden_size
+from minitfm.layers.multihead import QK_NORMS
 from minitfm.layers.norms import NORMS
+from minitfm.layers.rope_scaling import RopeScaling
 
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
+SUBLAYER_NORMS = ("input", "output", "both")
 
 
 @dataclass
@@ -39,10 +50,10 @@ class ModelConfig:
     n_decoder_layers: Optional[int] = None  # decoder depth of EncoderDecoder; None = n_layers
     max_seq_len: int = 64  # T_max: longest sequence (prompt + cache) any model of this config accepts
     # Architecture choices, one per axis
-    norm: str = "layer"  # "layer" (LayerNorm) or "rms" (RMSNorm)
+    norm: str = "layer"  # "layer" (LayerNorm), "rms" (RMSNorm) or "rms_offset" (Gemma's, gain 1 + w)
     norm_first: bool = True  # True: Pre-LN (modern); False: Post-LN (the original paper)
     pos: str = "sinusoidal"  # "sinusoidal" | "learned" | "rope" | "alibi" | "none"
-    ffn: str = "relu"  # "relu" | "gelu" | "gelu_tanh" | "swiglu"
+    ffn: str = "relu"  # "relu" | "gelu" | "gelu_tanh" | "swiglu" | "geglu" | "geglu_tanh"
     bias: bool = True  # biases in attention and FFN projections
     dropout: float = 0.0  # on embeddings, attention weights, FFN hidden units and residual branches
     tie_embeddings: bool = True  # lm_head shares the token embedding matrix
@@ -51,6 +62,22 @@ class ModelConfig:
     rope_base: float = 10000.0  # RoPE's base; larger rotates more slowly
     rope_scale: float = 1.0  # RoPE position interpolation: positions are divided by this
     norm_eps: float = 1e-5  # epsilon of LayerNorm / RMSNorm
+    # What today's open decoders changed (each None / off by default: the model above is unchanged)
+    head_dim: Optional[int] = None  # Dh chosen on its own (Gemma, Qwen 3); None = D / H
+    qkv_bias: Optional[bool] = None  # biases on q, k, v (Qwen 2: only there); None = as `bias`
+    qk_norm: str = "none"  # "none" | "head" (RMSNorm per head: Qwen 3, Gemma 3) | "all" (over all heads: OLMo 2)
+    sublayer_norm: str = "input"  # Pre-LN norms the sublayer's "input", "output" (OLMo 2) or "both" (Gemma 2/3)
+    attn_scale: Optional[float] = None  # the scores' multiplier; None = 1 / sqrt(Dh) (Gemma 2/3: 1/sqrt(256))
+    attn_softcap: Optional[float] = None  # scores -> c tanh(scores / c) (Gemma 2: 50); None = no cap
+    final_softcap: Optional[float] = None  # logits -> c tanh(logits / c) (Gemma 2: 30); None = no cap
+    sliding_window: Optional[int] = None  # W: a query sees itself and the W - 1 keys before it; None = all
+    sliding_layers: Optional[tuple] = None  # layers with the window; None = every layer (Mistral)
+    nope_layers: tuple = ()  # layers without positions: no RoPE (SmolLM3's every 4th)
+    rope_local_base: Optional[float] = None  # RoPE base of the sliding layers (Gemma 3: 10000); None = rope_base
+    rope_scaling: Optional[RopeScaling] = None  # Llama 3's or YaRN's frequency rescaling (instead of rope_scale)
+    n_experts: Optional[int] = None  # E: a mixture-of-experts FFN in every layer (Mixtral); None = dense
+    experts_per_token: int = 2  # k of the top-k routing
+    renormalize_experts: bool = True  # the k chosen router probabilities divided by their sum (Mixtral)
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -68,16 +95,80 @@ class ModelConfig:
         check_choice(self.ffn, "ffn", FFN_KINDS)
         check_choice(self.attn_impl, "attn_impl", IMPLEMENTATIONS)
         check_probability(self.dropout, "dropout")
-        for name in ("norm_first", "bias", "tie_embeddings", "scale_embeddings"):
+        for name in ("norm_first", "bias", "tie_embeddings", "scale_embeddings", "renormalize_experts"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
         for name in ("rope_base", "rope_scale", "norm_eps"):
             check_number(getattr(self, name), name, low=0.0, low_open=True)
         self._check_heads()
         self._check_special_ids()
+        self._check_modern()
 
+    def __repr__(self) -> str:
+        """Every field, but the options of today's decoders (from ``head_dim`` on) only when they are set: a
+        GPT-2-style config prints as it always did."""
+        fields = dataclasses.fields(self)
+        first = [f.name for f in fields].index("head_dim")
+        last = [f.name for f in fields].index("renormalize_experts")
+        shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
+        return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
+
+    def _check_modern(self) -> None:
+        """The fields of today's open decoders (see the module docstring)."""
+        check_choice(self.qk_norm, "qk_norm", QK_NORMS)
+        check_choice(self.sublayer_norm, "sublayer_norm", SUBLAYER_NORMS)
+        if self.qkv_bias is not None and not isinstance(self.qkv_bias, bool):
+            raise TypeError(f"qkv_bias must be a bool or None, got {type(self.qkv_bias).__name__}")
+        for name in ("attn_scale", "attn_softcap", "final_softcap", "rope_local_base"):
+            if getattr(self, name) is not None:
+                check_number(getattr(self, name), name, low=0.0, low_open=True)
+        for name in ("sliding_window", "n_experts"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name)
+        check_positive_int(self.experts_per_token, "experts_per_token")
+        if self.n_experts is not None and self.experts_per_token > self.n_experts:
+            raise ValueError(f"experts_per_token must be <= n_experts, got {self.experts_per_token} > {self.n_experts}")
+        if self.sublayer_norm != "input" and not self.norm_first:
+            raise ValueError(f"sublayer_norm={self.sublayer_norm!r} places norms inside a Pre-LN block; Post-LN "
+                             "(norm_first=False) has its own placement: use sublayer_norm='input' with it")
+        for name in ("sliding_layers", "nope_layers"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                value = tuple(value)  # a config read back from JSON holds lists
+                setattr(self, name, value)
+            if not isinstance(value, tuple) or any(isinstance(i, bool) or not isinstance(i, int)
+                                                   or not 0 <= i < self.n_layers for i in value):
+                raise ValueError(f"{name} must be a tuple of layer indices in [0, n_layers={self.n_layers}), "
+                                 f"got {value!r}")
+        if self.sliding_layers is not None and self.sliding_window is None:
+            raise ValueError(f"sliding_layers={self.sliding_layers} needs a sliding_window")
+        rope_options = self.nope_layers or self.rope_local_base is not None or self.rope_scaling is not None
+        if rope_options and self.pos != "rope":
+            raise ValueError(f"nope_layers, rope_local_base and rope_scaling change RoPE: they need pos='rope', got "
+                             f"pos={self.pos!r}")
+        self.rope_scaling = RopeScaling.coerce(self.rope_scaling)
+        if self.rope_scaling is not None and self.rope_scale != 1.0:
+            raise ValueError(f"give rope_scale (position interpolation) or rope_scaling "
+                             f"({self.rope_scaling.kind}), not both: got rope_scale={self.rope_scale}")
+
+    def layer_window(self, i: int) -> int | None:
+        """W if layer ``i`` attends within a sliding window, else ``None`` (it sees the whole past)."""
+        if self.sliding_window is None or (self.sliding_layers is not None and i not in self.sliding_layers):
+            return None
+        return self.sliding_window
+
+    def layer_rope(self, i: int) -> str | None:
+        """Which RoPE layer ``i`` rotates with: ``"global"``, ``"local"`` (the sliding layers of a config with
+        ``rope_local_base``) or ``None`` (no RoPE: other positions, or a NoPE layer)."""
+        if self.pos != "rope" or i in self.nope_layers:
+            return None
+        return "local" if self.rope_local_base is not None and self.layer_window(i) is not None else "global"
     def _check_heads(self) -> None:
-        if self.d_model % self.n_heads:
+        if self.head_dim is not None:
+            check_positive_int(self.head_dim, "head_dim")
+        elif self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads} "
                 f"(d_model / n_heads = {self.d_model / self.n_heads:.2f})"
@@ -86,7 +177,8 @@ class ModelConfig:
         if self.n_heads % kv:
             raise ValueError(f"n_heads must be divisible by n_kv_heads, got n_heads={self.n_heads}, n_kv_heads={kv}")
         if self.pos == "rope" and self.d_head % 2:
-            raise ValueError(f"pos='rope' rotates pairs, so d_head = d_model / n_heads must be even, got {self.d_head}")
+            raise ValueError(f"pos='rope' rotates pairs, so d_head (head_dim, or d_model / n_heads) must be even, got "
+                             f"{self.d_head}")
         if self.pos == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"pos='sinusoidal' needs an even d_model (sin/cos pairs), got {self.d_model}")
 
@@ -103,14 +195,14 @@ class ModelConfig:
 
     @property
     def d_head(self) -> int:
-        """Dh = D / H, the width of one head."""
-        return self.d_model // self.n_heads
+        """Dh, the width of one head: ``head_dim``, or D / H."""
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
 
     def resolved(self) -> "ModelConfig":
         """A copy with every ``None`` default filled in (idempotent)."""
         d_ff = self.d_ff
         if d_ff is None:
-            d_ff = swiglu_hidden_size(self.d_model) if self.ffn == "swiglu" else 4 * self.d_model
+            d_ff = swiglu_hidden_size(self.d_model) if self.ffn in GATED else 4 * self.d_model
         return dataclasses.replace(
             self,
             n_kv_heads=self.n_heads if self.n_kv_heads is None else self.n_kv_heads,

@@ -28,8 +28,8 @@ from torch import nn
 from minitfm._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
-from minitfm.layers.kv_cache import KVCache
-from minitfm.layers.masks import causal_mask, padding_mask
+from minitfm.layers.kv_cache import KVCache, SlidingKVCache
+from minitfm.layers.masks import causal_mask, padding_mask, sliding_window_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
 
@@ -60,7 +60,9 @@ class _Transformer(nn.Module):
             self.pos_emb = LearnedPositionalEmbedding(c.max_seq_len, c.d_model)
         elif c.pos == "sinusoidal":
             self.pos_emb = SinusoidalPositionalEncoding(c.d_model, c.max_seq_len)
-        self.rope = RotaryEmbedding(c.d_head, c.rope_base, c.rope_scale) if c.pos == "rope" else None
+        self.rope = RotaryEmbedding(c.d_head, c.rope_base, c.rope_scale, c.rope_scaling) if c.pos == "rope" else None
+        # Gemma 3's sliding layers turn with their own base, unscaled; the others with self.rope
+        self.local_rope = None if c.rope_local_base is None else RotaryEmbedding(c.d_head, c.rope_local_base)
         self.emb_dropout = nn.Dropout(c.dropout)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
 
@@ -113,7 +115,7 @@ class _Transformer(nn.Module):
             return None
         return alibi_bias(self.config.n_heads, t_q, t_k, device=self.tok_emb.weight.device)
 
-    def _new_cache(self, cls, batch_size: int, length: int, dtype, device) -> KVCache:
+    def _new_cache(self, cls, batch_size: int, length: int, dtype, device, **extra) -> KVCache:
         c = self.config
         weights = self.tok_emb.weight.dtype
         if dtype is not None and dtype != weights:  # a cache of another dtype would fail inside attention
@@ -121,7 +123,7 @@ class _Transformer(nn.Module):
                             "leave dtype out to use the model's, or cast the model first")
         dtype = weights if dtype is None else dtype
         device = self.tok_emb.weight.device if device is None else device
-        return cls(batch_size, c.n_kv_heads, length, c.d_head, dtype=dtype, device=device)
+        return cls(batch_size, c.n_kv_heads, length, c.d_head, dtype=dtype, device=device, **extra)
 
     def _check_caches(self, caches, n_layers: int, cross: bool) -> int:
         """Validate ``caches`` and return P, the number of tokens already cached."""
@@ -143,19 +145,39 @@ class DecoderOnlyLM(_Transformer):
     (P + arange(T), or counted from ``key_mask``); ``key_mask`` (B, P + T) bool, ``True`` = real token;
     ``attn_mask`` (B or 1, 1, T, P + T) bool, ``True`` = query may attend to key, narrows the causal mask
     further (it is combined with it, never replaces it: packed rows pass a block-diagonal one).
+
+    Layer i attends within ``config.layer_window(i)`` keys (a sliding window, counted in columns of the cache
+    as ``transformers`` counts them) and rotates with ``config.layer_rope(i)``: both are read once, here.
     """
 
     def __init__(self, config: ModelConfig):
         super().__init__(config)
-        self.layers = nn.ModuleList(DecoderBlock(self.config, cross_attention=False)
-                                    for _ in range(self.config.n_layers))
+        c = self.config
+        self.layers = nn.ModuleList(DecoderBlock(c, cross_attention=False) for _ in range(c.n_layers))
+        self.layer_windows = [c.layer_window(i) for i in range(c.n_layers)]  # W or None, per layer
+        self.layer_ropes = [c.layer_rope(i) for i in range(c.n_layers)]  # "global", "local" or None
         self.final_norm = self._final_norm()
         self._init_weights()
 
-    def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, dtype=None, device=None):
-        """One :class:`LayerCache` per layer, each holding up to ``max_seq_len`` tokens."""
-        return [LayerCache(self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device))
-                for _ in self.layers]
+    def window_masks(self, mask: torch.Tensor | None, t: int, past: int, device) -> dict:
+        """{W: the mask of a layer with window W (None: every key visible)} for every window of the model, and
+        {None: mask} for the layers without one."""
+        masks = {None: mask}
+        for w in set(self.layer_windows) - {None}:
+            window = sliding_window_mask(t, past + t, w, device=device)  # (T, P + T)
+            masks[w] = (None if past + t <= w else window) if mask is None else mask & window
+        return masks
+
+    def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, bounded: bool = False, dtype=None,
+                   device=None):
+        """One :class:`LayerCache` per layer, each holding up to ``max_seq_len`` tokens; ``bounded=True`` gives the
+        sliding-window layers a :class:`SlidingKVCache` that keeps only their window."""
+        def cache(window):
+            if not bounded or window is None:
+                return self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device)
+            return self._new_cache(SlidingKVCache, batch_size, max_seq_len, dtype, device, window=window)
+
+        return [LayerCache(cache(w)) for w in self.layer_windows]
 
     def positions_from_mask(self, key_mask: torch.Tensor | None, past: int, t: int, batch: int,
                             device) -> torch.Tensor:
@@ -191,16 +213,21 @@ class DecoderOnlyLM(_Transformer):
                                  f"may attend, got {attn_mask.dtype} {tuple(attn_mask.shape)}")
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
+        masks = self.window_masks(mask, t, past, tokens.device)
+        ropes = {"global": self.rope, "local": self.local_rope, None: None}
         x = self.embed(tokens, positions)
         inter = Intermediates(decoder_hidden=[x]) if return_intermediates else None
         with trusted_inputs():  # everything the layers get was checked above or built here
             for i, layer in enumerate(self.layers):
-                x, weights, _ = layer(x, mask=mask, bias=bias, rope=self.rope, positions=positions,
-                                      cache=None if caches is None else caches[i], need_weights=return_intermediates)
+                x, weights, _ = layer(x, mask=masks[self.layer_windows[i]], bias=bias, rope=ropes[self.layer_ropes[i]],
+                                      positions=positions, cache=None if caches is None else caches[i],
+                                      need_weights=return_intermediates)
                 if inter is not None:
                     inter.decoder_self.append(weights)
                     inter.decoder_hidden.append(x)
         logits = self.lm_head(self.final_norm(x))  # (B, T, D) -> (B, T, V)
+        if self.config.final_softcap is not None:  # Gemma 2: logits smoothly capped at +-final_softcap
+            logits = torch.tanh(logits / self.config.final_softcap) * self.config.final_softcap
         return (logits, inter) if return_intermediates else logits
 
 
@@ -219,6 +246,10 @@ class EncoderDecoder(_Transformer):
         c = self.config
         if c.pad_id is None:
             raise ValueError("an EncoderDecoder masks source padding by pad_id: give the config a pad_id, got None")
+        decoder_only = {k: getattr(c, k) for k in ("sliding_window", "nope_layers", "rope_local_base", "final_softcap",
+                                                    "n_experts") if getattr(c, k) not in (None, ())}
+        if decoder_only:
+            raise ValueError(f"these settings are the decoder-only models' (DecoderOnlyLM), got {decoder_only}")
         self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(c, cross_attention=True) for _ in range(c.n_decoder_layers))
         self.encoder_norm = self._final_norm()

@@ -36,13 +36,13 @@ replaced, moved or cast, or a parameter changed through its version counter (an 
 ``load_state_dict``, an in-place operation); it cannot see a write through ``p.data``, or an in-place write to a
 parameter made under ``torch.inference_mode``, which bump no counter.
 
-Not every model can take this path. :meth:`LeanDecoder.build` returns ``None``, and ``generate`` uses the
-modules, for a model in training mode, with forward hooks (they would not fire), with any submodule whose type
-is not exactly one the step knows (a subclassed or wrapped ``nn.Linear`` such as a LoRA adapter or a quantised
-layer, a parametrization, a mixture of experts) or whose ``forward`` was replaced on the instance, with
-parameters that are tensor subclasses or of mixed dtypes or devices, or with float16/bfloat16 weights (RoPE
-then needs the cos/sin form). :func:`minitfm.generation.lean_refusal.refusal` says why; ``generate`` checks it
-on every call, also when it is given a decoder.
+Not every model can take this path: :meth:`LeanDecoder.build` returns ``None``, and ``generate`` uses the
+modules, for a model in training mode, with forward hooks, with a submodule whose type is not exactly one the
+step knows (a LoRA adapter, a quantised layer, a parametrization) or whose ``forward`` was replaced, with tensor
+subclasses, mixed dtypes or devices, or float16/bfloat16 weights. :func:`~minitfm.generation.lean_refusal.refusal`
+says why; ``generate`` checks it on every call, also when it is given a decoder. Today's options (QK-norm,
+Gemma's norms, GeGLU and soft-caps, sandwich and output norms, sliding windows, NoPE and local RoPE layers, Llama 3
+and YaRN RoPE) are computed here; a mixture of experts is refused (its router picks each token's experts).
 """
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ from torch import nn
 from minitfm._checks import trusted_inputs
 from minitfm.layers.attention import fused_attention
 from minitfm.layers.blocks import DecoderBlock
-from minitfm.layers.feedforward import SwiGLU
-from minitfm.layers.norms import RMSNorm
+from minitfm.layers.feedforward import GeGLU, SwiGLU
+from minitfm.layers.norms import OffsetRMSNorm, RMSNorm
 from minitfm.generation.lean_refusal import refusal
 from minitfm.models import DecoderOnlyLM
 
@@ -66,10 +66,9 @@ def _stacked(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One (in, sum of outs) matrix (and bias) for several nn.Linear that read the same input: ``x @ W`` then
     computes all of their outputs at once.
 
-    The (in, out) layout, the transpose of nn.Linear's (out, in), is the faster one for a few rows of input:
-    the product streams down W's rows, adding x_i times row i into an output that stays in the cache. On a
-    2-core EPYC, one thread, it read a (768, 3072) matrix at about 20 GB/s against about 15 GB/s for
-    ``F.linear`` on the (out, in) weight; decoding is reading weights, so the step is that much faster."""
+    The (in, out) layout, the transpose of nn.Linear's (out, in), is the faster one for a few rows of input: the
+    product streams down W's rows into an output that stays in the cache (on a 2-core EPYC, one thread, about
+    20 GB/s against 15 GB/s for ``F.linear``); decoding is reading weights, so the step is that much faster."""
     weight = torch.cat([lin.weight.t() for lin in linears], dim=1)  # (in, sum of outs), contiguous
     if all(lin.bias is None for lin in linears):
         return weight, None
@@ -90,14 +89,13 @@ class _Norm:
         self.module, self.kind = norm, type(norm)
         self.weight, self.bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
         self.eps = self.eps_tensor = None  # RMSNorm's eps as a (1, 1, 1) tensor, remade when the module's changes
-        if self.kind is RMSNorm:
+        if self.kind in (RMSNorm, OffsetRMSNorm):
             self.eps, self.eps_tensor = norm.eps, torch.full((1, 1, 1), norm.eps, dtype=self.weight.dtype,
                                                              device=self.weight.device)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, D) -> (B, D), each row normalised."""
         kind, norm = self.kind, self.module
-        if kind is RMSNorm:
+        if kind is RMSNorm or kind is OffsetRMSNorm:
             # mean(x^2) + eps as one batched product eps + (x . x) / D: for one token per row this is the
             # cheapest sum of squares PyTorch offers (a mean() reduction or F.rms_norm costs several times more).
             # It computes in x's dtype, as RMSNorm.forward does for float32 and float64 (it upcasts only
@@ -106,23 +104,32 @@ class _Norm:
                 self.eps, self.eps_tensor = norm.eps, torch.full((1, 1, 1), norm.eps, dtype=x.dtype, device=x.device)
             row = x.unsqueeze(1)  # (B, D) -> (B, 1, D)
             mean_square = torch.baddbmm(self.eps_tensor, row, row.mT, alpha=1.0 / norm.d_model)  # (B, 1, 1)
-            return x * mean_square.rsqrt().view(-1, 1) * self.weight
+            return x * mean_square.rsqrt().view(-1, 1) * (self.weight if kind is RMSNorm else 1.0 + self.weight)
         if kind is nn.LayerNorm:
             return F.layer_norm(x, norm.normalized_shape, self.weight, self.bias, norm.eps)
-        return x  # nn.Identity, the final "norm" of a Post-LN model
+        return x  # nn.Identity: the final "norm" of a Post-LN model, the input "norm" of OLMo 2's sublayers
+
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
+        """A QK-norm (an RMSNorm) over the last axis of x, computed as the module computes it."""
+        normed = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.module.eps)
+        return normed * (self.weight if self.kind is RMSNorm else 1.0 + self.weight)
 
 
 class _Layer:
     """The projection matrices of one DecoderBlock, copied and arranged for a decode step; the norms (with their
     ``eps``), ``norm_first`` and the activation are read from the block's modules at every step."""
 
-    def __init__(self, block: DecoderBlock):
-        self.block, self.ffn = block, block.ffn
+    def __init__(self, block: DecoderBlock, window: int | None, rope: str | None):
+        self.block, self.ffn, self.window, self.rope = block, block.ffn, window, rope  # rope: "global", "local", None
         self.attn_norm, self.ffn_norm = _Norm(block.attn_norm), _Norm(block.ffn_norm)
+        self.attn_out_norm, self.ffn_out_norm = (None if n is None else _Norm(n)
+                                                 for n in (block.attn_out_norm, block.ffn_out_norm))
         attn, ffn = block.self_attn, block.ffn
+        self.qk_norm, self.scale, self.softcap = attn.qk_norm, attn.scale, attn.softcap
+        self.q_norm, self.k_norm = (None if n is None else _Norm(n) for n in (attn.q_norm, attn.k_norm))
         self.qkv_weight, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)  # (D, (H + 2 H_kv) Dh)
         self.out_weight, self.out_bias = _stacked(attn.out_proj)
-        self.swiglu = type(ffn) is SwiGLU
+        self.swiglu = type(ffn) in (SwiGLU, GeGLU)  # a gated FFN: gate and up in one product
         if self.swiglu:
             self.up_weight, self.up_bias = _stacked(ffn.gate_proj, ffn.up_proj)  # (D, 2F): gate, then up
         else:
@@ -134,7 +141,7 @@ class _Layer:
         up = _project(h, self.up_weight, self.up_bias)
         if self.swiglu:
             gate, up = up.chunk(2, dim=-1)  # (B, 2F) -> 2 x (B, F)
-            up = F.silu(gate) * up
+            up = self.ffn.gate(gate) * up  # silu (SwiGLU) or GELU (GeGLU), as the module names it
         else:
             up = self.ffn.act(up)  # reads the module's activation now
         return _project(up, self.down_weight, self.down_bias)
@@ -158,12 +165,11 @@ class LeanDecoder:
         c = model.config
         self.model = model
         self.n_heads, self.n_kv_heads, self.d_head, self.d_model = c.n_heads, c.n_kv_heads, c.d_head, c.d_model
-        self.scale = 1.0 / math.sqrt(c.d_head)
         self._modules = list(model.modules())  # held, so that is_current compares the same objects
         self._params = list(model.parameters())
         self._fingerprint = self._weights_now()
         with torch.no_grad():  # copies: no autograd history, whatever the caller's mode
-            self.layers = [_Layer(block) for block in model.layers]
+            self.layers = [_Layer(*layer) for layer in zip(model.layers, model.layer_windows, model.layer_ropes)]
             self.lm_head = model.lm_head.weight.t().contiguous()  # (D, V): the largest matrix, in the faster layout
         self._no_bias = self.lm_head.new_zeros(1, 1, 1)  # baddbmm's (ignored, beta = 0) addend
         self.final_norm, self.tok_emb, self.rope = _Norm(model.final_norm), model.tok_emb, model.rope
@@ -193,8 +199,7 @@ class LeanDecoder:
         return cls(model, max_len)
 
     def _weights_now(self) -> list:
-        # The version counter is bumped by every in-place write except one through ``.data``; inference
-        # tensors have none. ``_version`` is read with a default so that a PyTorch without it still works.
+        # Every in-place write but one through ``.data`` bumps the version counter (inference tensors have none).
         return [(p.data_ptr(), p.dtype, p.device, None if p.is_inference() else getattr(p, "_version", None))
                 for p in self._params]
 
@@ -209,10 +214,8 @@ class LeanDecoder:
                 and self._weights_now() == self._fingerprint)
 
     def nbytes(self) -> int:
-        """Bytes of the matrices this decoder copied: the memory its speed costs, on top of the model's weights
-        (nearly all of them: every projection and the output head)."""
-        tensors = [self.lm_head] + [t for layer in self.layers for t in vars(layer).values()
-                                    if isinstance(t, torch.Tensor)]
+        """Bytes of the matrices this decoder copied (every projection and the output head): its speed's memory."""
+        tensors = [self.lm_head] + [t for layer in self.layers for t in vars(layer).values() if torch.is_tensor(t)]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def rotation_table(self, past: int) -> torch.Tensor:
@@ -229,22 +232,36 @@ class LeanDecoder:
             self._inv_freq = rope.inv_freq
         return self.rotations
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, bias) -> torch.Tensor:
-        """One query per row and head: q (B, H, 1, Dh), k and v (B, H_kv, T_k, Dh) -> (B, D), heads in order."""
+    def attend(self, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, bias) -> torch.Tensor:
+        """One query per row and head: q (B, H, 1, Dh), k and v (B, H_kv, T_k, Dh) -> (B, H Dh), heads in order."""
         b, h, h_kv, d_head = q.shape[0], self.n_heads, self.n_kv_heads, self.d_head
-        if mask is not None or bias is not None:  # padding or ALiBi: the library's fused path combines them
+        scale = 1.0 / math.sqrt(d_head) if layer.scale is None else layer.scale
+        if layer.window is not None and k.shape[2] > layer.window:  # the window: only the W latest keys count
+            k, v = k[:, :, -layer.window:], v[:, :, -layer.window:]
+        if mask is not None and mask.shape[-1] > k.shape[2]:  # the window, or a bounded cache: the latest columns
+            mask = mask[..., -k.shape[2]:]
+        if bias is not None and bias.shape[-1] > k.shape[2]:
+            bias = bias[..., -k.shape[2]:]
+        if (mask is not None or bias is not None) and layer.softcap is None:  # padding or ALiBi: the fused path
             if h_kv != h:
                 k, v = k.repeat_interleave(h // h_kv, dim=1), v.repeat_interleave(h // h_kv, dim=1)
-            out = fused_attention(q, k, v, mask, bias, 0.0, self.scale)  # (B, H, 1, Dh)
-            return out.reshape(b, self.d_model)  # -> (B, D)
+            out = fused_attention(q, k, v, mask, bias, 0.0, scale)  # (B, H, 1, Dh)
+            return out.reshape(b, h * d_head)  # -> (B, H Dh)
         # Batched matrix products over (B H_kv) groups of H / H_kv queries: the query heads that share a
         # key/value head (grouped-query attention) form one group, so k and v are never repeated. For one
         # query this is as cheap as PyTorch's fused kernel over a few keys, and clearly cheaper over hundreds.
         q = q.reshape(b * h_kv, h // h_kv, d_head)  # (B, H, 1, Dh) -> (B H_kv, H / H_kv, Dh)
         k, v = k.reshape(b * h_kv, -1, d_head), v.reshape(b * h_kv, -1, d_head)  # views of the cache
-        scores = torch.baddbmm(self._no_bias, q, k.mT, beta=0.0, alpha=self.scale)  # (B H_kv, H / H_kv, T_k)
-        out = torch.bmm(scores.softmax(dim=-1), v)  # (B H_kv, H / H_kv, Dh)
-        return out.reshape(b, self.d_model)  # -> (B, D): head j * H / H_kv + g is group j's query g
+        scores = torch.baddbmm(self._no_bias, q, k.mT, beta=0.0, alpha=scale)  # (B H_kv, H / H_kv, T_k)
+        if layer.softcap is not None:  # Gemma 2: the scores smoothly capped, before the mask
+            scores = torch.tanh(scores / layer.softcap) * layer.softcap
+        if mask is not None:  # (B, 1, 1, T_k) -> (B H_kv, 1, T_k), the same for every head of a group
+            keep = mask.expand(b, h_kv, 1, mask.shape[-1]).reshape(b * h_kv, 1, -1)
+            weights = scores.masked_fill(~keep, torch.finfo(scores.dtype).min).softmax(dim=-1).masked_fill(~keep, 0.0)
+        else:
+            weights = scores.softmax(dim=-1)
+        out = torch.bmm(weights, v)  # (B H_kv, H / H_kv, Dh)
+        return out.reshape(b, h * d_head)  # -> (B, H Dh): head j * H / H_kv + g is group j's query g
 
     def __call__(self, tokens: torch.Tensor, caches, key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, 1) token ids -> (B, V) next-token logits, appending the token's keys and values to ``caches``."""
@@ -260,10 +277,14 @@ class LeanDecoder:
             x = F.embedding(tokens.view(b), self.tok_emb.weight)  # (B, 1) -> (B, D)
             if model.config.scale_embeddings:
                 x = x * math.sqrt(self.d_model)
-        rotation = None
-        if self.rope is not None:  # (Dh/2,) for one shared position, (B, 1, 1, Dh/2) per row
+        rotations = {None: None}  # per kind of layer: (Dh/2,) for one shared position, (B, 1, 1, Dh/2) per row
+        if self.rope is not None:
             table = self.rotation_table(past)
-            rotation = table[past] if positions is None else table[positions][:, None]
+            rotations["global"] = table[past] if positions is None else table[positions][:, None]
+        if model.local_rope is not None:  # Gemma 3's sliding layers: this step's rotation, computed here
+            local = model.local_rope.complex_rotation(torch.tensor([past], device=tokens.device) if positions is None
+                                                      else positions)
+            rotations["local"] = local[0] if positions is None else local[:, None]
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, P + 1) -> (B, 1, 1, P + 1)
         bias = model.alibi(1, past + 1)  # (1, H, 1, P + 1) or None
         with trusted_inputs():  # the caches' update skips its checks: k and v are built here
@@ -272,14 +293,32 @@ class LeanDecoder:
                 attn_in = layer.attn_norm(x) if norm_first else x
                 qkv = _project(attn_in, layer.qkv_weight, layer.qkv_bias).view(b, h + 2 * h_kv, 1, d_head)
                 qk, v = qkv.split((h + h_kv, h_kv), dim=1)  # (B, H + H_kv, 1, Dh), (B, H_kv, 1, Dh)
-                if rotation is not None:  # rotate q and k together: pairs as complex numbers times cos + i sin
+                if layer.qk_norm != "none":
+                    qk = self.qk_normed(layer, qk)
+                if layer.rope is not None:  # q and k together: pairs as complex numbers times cos + i sin
                     pairs = torch.view_as_complex(qk.unflatten(-1, (-1, 2)))
-                    qk = torch.view_as_real(pairs * rotation).flatten(-2)
+                    qk = torch.view_as_real(pairs * rotations[layer.rope]).flatten(-2)
                 q, k = qk.split((h, h_kv), dim=1)
                 k, v = cache.self_attn.update(k, v)  # (B, H_kv, P + 1, Dh)
-                out = _project(self.attend(q, k, v, mask, bias), layer.out_weight, layer.out_bias)  # (B, D)
+                out = _project(self.attend(layer, q, k, v, mask, bias), layer.out_weight, layer.out_bias)  # (B, D)
+                if layer.attn_out_norm is not None:
+                    out = layer.attn_out_norm(out)
                 x = x + out if norm_first else layer.attn_norm(x + out)
                 ffn_in = layer.ffn_norm(x) if norm_first else x
                 out = layer.feed_forward(ffn_in)
+                if layer.ffn_out_norm is not None:
+                    out = layer.ffn_out_norm(out)
                 x = x + out if norm_first else layer.ffn_norm(x + out)
-        return torch.mm(self.final_norm(x), self.lm_head)  # (B, D) @ (D, V) -> (B, V)
+        logits = torch.mm(self.final_norm(x), self.lm_head)  # (B, D) @ (D, V) -> (B, V)
+        cap = model.config.final_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def qk_normed(self, layer: _Layer, qk: torch.Tensor) -> torch.Tensor:
+        """(B, H + H_kv, 1, Dh) queries and keys -> the same after the QK-norm: per head, or over all heads."""
+        b, h, d_head = qk.shape[0], self.n_heads, self.d_head
+        q, k = qk.split((h, self.n_kv_heads), dim=1)
+        if layer.qk_norm == "all":  # one norm over each token's H Dh query (and H_kv Dh key) features
+            q, k = (n.heads(t.reshape(b, 1, -1)).view(t.shape) for n, t in ((layer.q_norm, q), (layer.k_norm, k)))
+        else:
+            q, k = layer.q_norm.heads(q), layer.k_norm.heads(k)
+        return torch.cat((q, k), dim=1)

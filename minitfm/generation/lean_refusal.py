@@ -2,8 +2,10 @@
 
 The lean step (:mod:`minitfm.generation.lean_decode`) computes exactly what the modules compute, but only for
 the module types it knows (:data:`LEAN_MODULE_TYPES`), in float32 or float64, in eval mode, without hooks,
-replaced ``forward`` methods, tensor subclasses or mixed dtypes and devices. Anything else is refused, with a
-reason, and ``generate`` runs the model's own modules instead.
+replaced ``forward`` methods, tensor subclasses or mixed dtypes and devices. It knows today's options (QK-norm,
+Gemma's norms and GeGLU, sandwich and output norms, sliding windows, NoPE layers, soft-caps, Llama 3 and YaRN
+RoPE, Gemma 3's local RoPE), not a mixture of experts (its router picks each token's experts). Anything else is
+refused, with a reason, and ``generate`` runs the model's own modules instead.
 """
 from __future__ import annotations
 
@@ -12,18 +14,18 @@ from torch import nn
 from torch.nn.modules import module as _torch_module
 
 from minitfm.layers.blocks import DecoderBlock
-from minitfm.layers.feedforward import FeedForward, SwiGLU
+from minitfm.layers.feedforward import FeedForward, GeGLU, SwiGLU
 from minitfm.layers.multihead import MultiHeadAttention
-from minitfm.layers.norms import RMSNorm
+from minitfm.layers.norms import OffsetRMSNorm, RMSNorm
 from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 from minitfm.models import DecoderOnlyLM
 
 
 # Every module type the lean step knows, exactly (a subclass may compute something else, so it is refused).
 LEAN_MODULE_TYPES = frozenset({
-    DecoderOnlyLM, nn.ModuleList, DecoderBlock, MultiHeadAttention, FeedForward, SwiGLU, nn.Linear, nn.Embedding,
-    nn.LayerNorm, RMSNorm, nn.Identity, nn.Dropout, RotaryEmbedding, LearnedPositionalEmbedding,
-    SinusoidalPositionalEncoding,
+    DecoderOnlyLM, nn.ModuleList, DecoderBlock, MultiHeadAttention, FeedForward, SwiGLU, GeGLU, nn.Linear,
+    nn.Embedding, nn.LayerNorm, RMSNorm, OffsetRMSNorm, nn.Identity, nn.Dropout, RotaryEmbedding,
+    LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
 })
 _FLOAT_TYPES = (torch.float32, torch.float64)
 
@@ -59,6 +61,8 @@ def refusal(model) -> str | None:
         if hooks is not False:
             return f"module {name or 'model'} has forward hooks" if hooks else "this PyTorch hides module hooks"
     c = model.config
+    if c.attn_softcap is not None and c.pos == "alibi":
+        return "the attention soft-cap with ALiBi's bias is computed by the modules only"
     for i, block in enumerate(model.layers):
         attn = block.self_attn
         if block.cross_attn is not None or (attn.d_model, attn.n_heads, attn.n_kv_heads, attn.d_head) != \

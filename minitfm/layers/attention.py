@@ -65,6 +65,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
     impl: str = "manual",
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attend from queries to keys and mix the values.
 
@@ -79,6 +80,8 @@ def scaled_dot_product_attention(
         scale: multiplier of the scores; defaults to ``1 / sqrt(Dh)``.
         impl: ``"manual"`` (the three steps the book explains, returns the weights) or ``"fused"``
             (``torch.nn.functional.scaled_dot_product_attention``, faster and leaner; returns no weights).
+        softcap: Gemma 2's soft cap c: the scaled scores s become c tanh(s / c) before the mask and bias, so none
+            exceeds c in size. Only the manual path computes it (PyTorch's kernel has no such step).
 
     Returns:
         ``(out, weights)``: out is (..., T_q, Dv); weights is (..., T_q, T_k) for ``"manual"`` and
@@ -93,11 +96,17 @@ def scaled_dot_product_attention(
         _check_inputs(q, k, v, mask, bias)
         if scale is not None:
             check_number(scale, "scale")
+        if softcap is not None:
+            check_number(softcap, "softcap", low=0.0, low_open=True)
+            if impl == "fused":
+                raise ValueError("softcap needs impl='manual': PyTorch's fused kernel cannot cap the scores")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if impl == "fused":
         return fused_attention(q, k, v, mask, bias, dropout_p, scale), None
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, Dh) @ (..., Dh, T_k) -> (..., T_q, T_k)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap  # a smooth clip to (-softcap, softcap)
     if bias is not None:
         scores = scores + bias.to(scores.dtype)  # a float32 bias (ALiBi) must not promote fp16/bf16 scores
     if mask is not None:

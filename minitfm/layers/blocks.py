@@ -10,7 +10,14 @@ Each sublayer is used in one of two placements (``config.norm_first``):
 
 Pre-LN keeps an un-normalised residual path from input to output (gradients flow through the sum
 unchanged), so a Pre-LN model needs one final norm after its last block; Post-LN's output is
-already normalised.
+already normalised. Today's models move the Pre-LN norm (``config.sublayer_norm``), the residual path
+staying un-normalised in all three:
+
+    "input"  (GPT-2, Llama):   x = x + sublayer(norm(x))
+    "output" (OLMo 2):         x = x + out_norm(sublayer(x))
+    "both"   (Gemma 2/3):      x = x + out_norm(sublayer(norm(x)))     (the "sandwich")
+
+A block's FFN is a mixture of experts when ``config.n_experts`` is set (its routing is not returned here).
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from torch import nn
 
 from minitfm.layers.feedforward import make_ffn
 from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.moe import MoEFeedForward
 from minitfm.layers.multihead import MultiHeadAttention
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import RotaryEmbedding
@@ -56,8 +64,21 @@ class LayerCache:
 
 
 def _attention(config: ModelConfig) -> MultiHeadAttention:
+    qk_kind = "rms_offset" if config.norm == "rms_offset" else "rms"  # Gemma 3's QK-norm has Gemma's gain too
     return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, bias=config.bias,
-                              dropout=config.dropout, impl=config.attn_impl)
+                              dropout=config.dropout, impl=config.attn_impl, d_head=config.head_dim,
+                              qkv_bias=config.qkv_bias, qk_norm=config.qk_norm, qk_norm_kind=qk_kind,
+                              norm_eps=config.norm_eps, scale=config.attn_scale, softcap=config.attn_softcap)
+
+
+def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:
+    """(the norm before a sublayer, the norm after it or None), as ``config.sublayer_norm`` places them; an
+    ``nn.Identity`` stands before the sublayer when only its output is normalised."""
+    def norm():
+        return make_norm(config.norm, config.d_model, eps=config.norm_eps)
+
+    before = nn.Identity() if config.sublayer_norm == "output" else norm()
+    return before, (norm() if config.sublayer_norm != "input" else None)
 
 
 class _Block(nn.Module):
@@ -67,14 +88,20 @@ class _Block(nn.Module):
         super().__init__()
         config = config.resolved()
         self.norm_first = config.norm_first
-        self.ffn = make_ffn(config.ffn, config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout)
-        self.ffn_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps)
+        if config.n_experts is None:
+            self.ffn = make_ffn(config.ffn, config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout)
+        else:
+            self.ffn = MoEFeedForward(config.d_model, config.n_experts, config.experts_per_token, config.d_ff,
+                                      ffn=config.ffn, bias=config.bias, renormalize=config.renormalize_experts)
+        self.ffn_norm, self.ffn_out_norm = _norm_pair(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def residual(self, x: torch.Tensor, norm: nn.Module, sublayer: Callable):
+    def residual(self, x: torch.Tensor, norm: nn.Module, sublayer: Callable, out_norm: nn.Module | None = None):
         """Apply ``sublayer`` (returning ``(out, weights)``) with a residual in the chosen placement."""
         if self.norm_first:
             out, weights = sublayer(norm(x))
+            if out_norm is not None:
+                out = out_norm(out)
             return x + self.drop(out), weights
         out, weights = sublayer(x)
         return norm(x + self.drop(out)), weights
@@ -85,7 +112,11 @@ class _Block(nn.Module):
         return self.dropout(out) if self.training else out
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))[0]
+        def ffn(h):
+            out = self.ffn(h)
+            return (out[0] if isinstance(self.ffn, MoEFeedForward) else out), None  # MoE: (out, Routing)
+
+        return self.residual(x, self.ffn_norm, ffn, self.ffn_out_norm)[0]
 
 
 class EncoderBlock(_Block):
@@ -98,7 +129,7 @@ class EncoderBlock(_Block):
     def __init__(self, config: ModelConfig):
         super().__init__(config)
         self.self_attn = _attention(config.resolved())
-        self.attn_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps)
+        self.attn_norm, self.attn_out_norm = _norm_pair(config)
 
     def forward(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                 rope: RotaryEmbedding | None = None, positions: torch.Tensor | None = None,
@@ -106,7 +137,7 @@ class EncoderBlock(_Block):
         def attend(h):
             return self.self_attn(h, mask=mask, bias=bias, rope=rope, positions=positions, need_weights=need_weights)
 
-        x, weights = self.residual(x, self.attn_norm, attend)
+        x, weights = self.residual(x, self.attn_norm, attend, self.attn_out_norm)
         return self.feed_forward(x), weights
 
 
@@ -125,7 +156,7 @@ class DecoderBlock(_Block):
         super().__init__(config)
         config = config.resolved()
         self.self_attn = _attention(config)
-        self.attn_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps)
+        self.attn_norm, self.attn_out_norm = _norm_pair(config)
         self.cross_attn = _attention(config) if cross_attention else None
         self.cross_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps) if cross_attention else None
 
@@ -145,7 +176,7 @@ class DecoderBlock(_Block):
             return self.cross_attn(h, memory, mask=memory_mask,
                                    cache=None if cache is None else cache.cross_attn, need_weights=need_weights)
 
-        x, self_weights = self.residual(x, self.attn_norm, attend)
+        x, self_weights = self.residual(x, self.attn_norm, attend, self.attn_out_norm)
         cross_weights = None
         if self.cross_attn is not None:
             x, cross_weights = self.residual(x, self.cross_norm, cross)

@@ -11,7 +11,8 @@ from torch import nn
 from minitfm._checks import check_choice, check_module_input, check_positive_int, check_probability
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
-FFN_KINDS = ACTIVATIONS + ("swiglu",)
+GATED = ("swiglu", "geglu", "geglu_tanh")  # gate activation silu, exact GELU, tanh GELU (Gemma)
+FFN_KINDS = ACTIVATIONS + GATED
 
 
 def swiglu_hidden_size(d_model: int, multiple_of: int = 1) -> int:
@@ -76,18 +77,39 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
+    def gate(self, g: torch.Tensor) -> torch.Tensor:
+        """The gate's activation: silu (Swish) for SwiGLU."""
+        return F.silu(g)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_module_input(x, "x", self, self.d_model)
-        h = F.silu(self.gate_proj(x)) * self.up_proj(x)  # (B, T, D) -> (B, T, F)
+        h = self.gate(self.gate_proj(x)) * self.up_proj(x)  # (B, T, D) -> (B, T, F)
         return self.down_proj(self.dropout(h) if self.training else h)  # (B, T, F) -> (B, T, D)
+
+
+class GeGLU(SwiGLU):
+    """down_proj(gelu(gate_proj(x)) * up_proj(x)) (Shazeer, 2020), as in Gemma: SwiGLU with a GELU gate.
+
+    ``approximate="tanh"`` is the tanh GELU that Gemma's checkpoints use (``gelu_pytorch_tanh``)."""
+
+    def __init__(self, d_model: int, d_ff: int | None = None, bias: bool = False, dropout: float = 0.0,
+                 approximate: str = "none"):
+        super().__init__(d_model, d_ff, bias=bias, dropout=dropout)
+        check_choice(approximate, "approximate", ("none", "tanh"))
+        self.approximate = approximate
+
+    def gate(self, g: torch.Tensor) -> torch.Tensor:
+        return F.gelu(g, approximate=self.approximate)
 
 
 def make_ffn(kind: str, d_model: int, d_ff: int | None = None, bias: bool = True, dropout: float = 0.0) -> nn.Module:
     """One place that turns the config's ``ffn`` choice into a module.
 
-    ``d_ff=None`` picks 4 D for the MLPs and 8/3 D for SwiGLU (equal parameter counts without biases).
+    ``d_ff=None`` picks 4 D for the MLPs and 8/3 D for the gated ones (equal parameter counts without biases).
     """
     check_choice(kind, "ffn", FFN_KINDS)
     if kind == "swiglu":
         return SwiGLU(d_model, d_ff, bias=bias, dropout=dropout)
+    if kind in ("geglu", "geglu_tanh"):
+        return GeGLU(d_model, d_ff, bias=bias, dropout=dropout, approximate="tanh" if kind == "geglu_tanh" else "none")
     return FeedForward(d_model, d_ff, activation=kind, bias=bias, dropout=dropout)

@@ -119,3 +119,56 @@ class ConcatKVCache(KVCache):
     def reset(self) -> None:
         self.k, self.v = self.k[:, :, :0], self.v[:, :, :0]
         self.length = 0
+
+
+class SlidingKVCache(KVCache):
+    """A bounded cache for a sliding-window layer: it keeps only the ``window`` latest positions.
+
+    A layer with window W never looks further back than W - 1 keys, so older keys can go: the memory stays
+    W positions however long the text. The buffer is a ring of W slots written **twice**, at slot p mod W and
+    at p mod W + W, so that the W latest keys are always one contiguous view, oldest first, and a decode step
+    copies nothing but its own key and value. ``length`` still counts every position seen (RoPE and the causal
+    mask continue from it); ``update`` returns fewer keys than ``length``, the latest ones in order, and the
+    attention aligns its mask to the right (the dropped columns are outside every query's window).
+    """
+
+    def __init__(self, batch_size: int, n_kv_heads: int, max_seq_len: int, d_head: int,
+                 dtype: torch.dtype = torch.float32, device=None, *, window: int = 4096):
+        check_positive_int(window, "window")
+        check_positive_int(max_seq_len, "max_seq_len")
+        super().__init__(batch_size, n_kv_heads, 2 * window, d_head, dtype=dtype, device=device)
+        self.window, self._capacity = window, max_seq_len
+
+    @property
+    def max_seq_len(self) -> int:
+        return self._capacity
+
+    def held(self) -> int:
+        """How many positions the cache still holds: min(length, W)."""
+        return min(self.length, self.window)
+
+    def get(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The held keys and values (B, H_kv, min(length, W), Dh), oldest first (a view)."""
+        start = self.length % self.window if self.length >= self.window else 0
+        return self.k.narrow(2, start, self.held()), self.v.narrow(2, start, self.held())
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append (B, H_kv, T_new, Dh); return every key/value a new query may see, oldest first: those held before
+        the call then the new ones (a copy), or, for one new token once the ring is full, the W latest (a view)."""
+        self._check_new(k, v)
+        t, w = k.shape[2], self.window
+        if self.length + t > self._capacity:
+            raise ValueError(f"KV cache overflow: capacity {self._capacity}, {self.length} used, {t} added")
+        old_k, old_v = self.get()
+        if t > 1 or self.length < w:  # prefill or still filling: the keys in order, one copy
+            out_k, out_v = torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)
+        first = max(self.length, self.length + t - w)  # only the last W new positions are kept
+        slots = torch.arange(first, self.length + t, device=self.k.device) % w
+        slots = torch.cat([slots, slots + w])  # each position in both halves of the ring
+        for buffer, new in ((self.k, k), (self.v, v)):
+            kept = new[:, :, first - self.length:]
+            buffer.index_copy_(2, slots, torch.cat([kept, kept], dim=2))
+        self.length += t
+        if t == 1 and self.length > w:  # a decode step on a full ring: the W latest keys are one view
+            return self.get()
+        return out_k, out_v

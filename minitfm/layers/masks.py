@@ -81,3 +81,12 @@ def block_diagonal_mask(segments: torch.Tensor) -> torch.Tensor:
     same = segments[:, :, None] == segments[:, None, :]  # (B, T, T)
     return (same & causal_mask(t, device=segments.device))[:, None]  # (B, 1, T, T): one mask for every head
 
+
+def sliding_window_mask(t_q: int, t_k: int, window: int, device=None) -> torch.Tensor:
+    """(T_q, T_k) bool: ``True`` where key j is one of the ``window`` latest keys of query i, counting i itself,
+    i.e. j > i - window, with queries the last T_q of the T_k positions (bottom-right, like :func:`causal_mask`).
+    Combine it with the causal mask; a query then sees at most ``window`` keys (Mistral, Gemma 2/3)."""
+    for name, value in (("t_q", t_q), ("t_k", t_k), ("window", window)):
+        check_positive_int(value, name)
+    q_pos = torch.arange(t_k - t_q, t_k, device=device)[:, None]  # (T_q, 1) absolute positions of the queries
+    return torch.arange(t_k, device=device)[None, :] > q_pos - window  # (T_q, T_k)

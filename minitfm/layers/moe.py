@@ -5,7 +5,8 @@ N = B * T tokens.
 
 A small router (one Linear D -> E) scores the experts for every token; the token goes to its k
 best experts and their outputs are mixed with the router's probabilities, renormalised over the
-chosen k so they sum to 1 (Shazeer et al., 2017; Mixtral). Parameters grow with E, compute per token
+chosen k so they sum to 1 (Shazeer et al., 2017; Mixtral), or used as they are (``renormalize=False``:
+Qwen3-MoE's ``norm_topk_prob=false``, where a token's weights sum to the k probabilities' total, under 1). Parameters grow with E, compute per token
 with k: that is the whole point. Nothing forces the router to spread tokens, so training adds the
 Switch Transformer's load-balancing loss (Fedus et al., 2022)
 
@@ -29,7 +30,7 @@ from minitfm.layers.feedforward import make_ffn
 class Routing(NamedTuple):
     """What the router decided for N tokens."""
 
-    weights: torch.Tensor  # (N, k) mixing weights of the chosen experts, each row sums to 1
+    weights: torch.Tensor  # (N, k) mixing weights of the chosen experts (rows sum to 1 when renormalised)
     indices: torch.Tensor  # (N, k) chosen expert ids
     probs: torch.Tensor  # (N, E) router softmax over all experts
     load_balancing_loss: torch.Tensor  # scalar, 1.0 for uniform routing
@@ -73,16 +74,19 @@ class MoEFeedForward(nn.Module):
         n_experts: E, the number of expert FFNs (each like :func:`minitfm.make_ffn` builds).
         top_k: k experts per token, 1 <= k <= E.
         ffn, d_ff, bias: the kind and size of every expert, passed to ``make_ffn``.
+        renormalize: divide the k chosen probabilities by their sum (Mixtral), or keep them (``False``).
     """
 
     def __init__(self, d_model: int, n_experts: int, top_k: int = 2, d_ff: int | None = None,
-                 ffn: str = "gelu", bias: bool = True):
+                 ffn: str = "gelu", bias: bool = True, renormalize: bool = True):
         super().__init__()
         for name, value in (("d_model", d_model), ("n_experts", n_experts), ("top_k", top_k)):
             check_positive_int(value, name)
         if top_k > n_experts:
             raise ValueError(f"top_k must be <= n_experts, got top_k={top_k}, n_experts={n_experts}")
-        self.d_model, self.n_experts, self.top_k = d_model, n_experts, top_k
+        if not isinstance(renormalize, bool):
+            raise TypeError(f"renormalize must be a bool, got {type(renormalize).__name__}")
+        self.d_model, self.n_experts, self.top_k, self.renormalize = d_model, n_experts, top_k, renormalize
         self.router = nn.Linear(d_model, n_experts, bias=False)
         self.experts = nn.ModuleList(make_ffn(ffn, d_model, d_ff, bias=bias) for _ in range(n_experts))
 
@@ -90,7 +94,7 @@ class MoEFeedForward(nn.Module):
         """tokens (N, D) -> :class:`Routing`."""
         probs = torch.softmax(self.router(tokens), dim=-1)  # (N, D) -> (N, E)
         top_probs, indices = probs.topk(self.top_k, dim=-1)  # (N, E) -> (N, k), (N, k)
-        weights = top_probs / top_probs.sum(dim=-1, keepdim=True)  # renormalise over the chosen k
+        weights = top_probs / top_probs.sum(dim=-1, keepdim=True) if self.renormalize else top_probs
         return Routing(weights, indices, probs, load_balancing_loss(probs, indices),
                        expert_load(indices, self.n_experts))
 

@@ -1,21 +1,28 @@
 """Multi-head attention for self- and cross-attention, with grouped/multi-query heads.
 
 Glossary: B batch, T_q queries, T_k keys, D d_model, H query heads, H_kv key/value heads,
-Dh = D / H head dimension.
+Dh head dimension (D / H unless given: Gemma and Qwen 3 choose it on its own).
 
 Steps: project (q_proj, k_proj, v_proj) -> split into heads -> attend per head -> concatenate ->
 out_proj, which mixes what the heads found. H heads of size D/H have exactly the parameters of one
 head of size D: splitting is free, only the attention pattern changes.
+
+Options of today's open models: QK-norm (an RMSNorm on the queries and keys before RoPE, per head as in
+Qwen 3 and Gemma 3, or over all heads at once as in OLMo 2), biases on q/k/v only (Qwen 2), another score
+scale than 1/sqrt(Dh) (Gemma 2/3's ``query_pre_attn_scalar``), and Gemma 2's soft cap on the scores.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from minitfm._checks import check_choice, check_module_input, check_positive_int, check_probability
+from minitfm._checks import check_choice, check_module_input, check_number, check_positive_int, check_probability
 from minitfm.layers.attention import IMPLEMENTATIONS, scaled_dot_product_attention
 from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import RotaryEmbedding
+
+QK_NORMS = ("none", "head", "all")
 
 
 class MultiHeadAttention(nn.Module):
@@ -29,15 +36,30 @@ class MultiHeadAttention(nn.Module):
         bias: whether the four projections have biases.
         dropout: dropout on the attention weights during training.
         impl: ``"manual"`` or ``"fused"``, see :func:`minitfm.scaled_dot_product_attention`.
+        d_head: Dh; ``None`` = D / H (then D must divide by H).
+        qkv_bias: biases on q, k and v (``None``: as ``bias``, which then covers out_proj only when given).
+        qk_norm: ``"none"``, ``"head"`` (an RMSNorm of width Dh on every query and key head) or ``"all"``
+            (one RMSNorm over the H Dh query features and one over the H_kv Dh key features).
+        qk_norm_kind, norm_eps: that norm's kind (``"rms"`` or Gemma's ``"rms_offset"``) and epsilon.
+        scale: the scores' multiplier; ``None`` = 1 / sqrt(Dh).
+        softcap: cap the scores at +-softcap with c tanh(s / c) (Gemma 2); forces the manual path.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
-                 dropout: float = 0.0, impl: str = "manual"):
+                 dropout: float = 0.0, impl: str = "manual", *, d_head: int | None = None,
+                 qkv_bias: bool | None = None, qk_norm: str = "none", qk_norm_kind: str = "rms",
+                 norm_eps: float = 1e-6, scale: float | None = None, softcap: float | None = None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
             check_positive_int(value, name)
-        if d_model % n_heads:
+        check_choice(qk_norm, "qk_norm", QK_NORMS)
+        for name, value in (("scale", scale), ("softcap", softcap)):
+            if value is not None:
+                check_number(value, name, low=0.0, low_open=True)
+        if d_head is not None:
+            check_positive_int(d_head, "d_head")
+        elif d_model % n_heads:
             raise ValueError(
                 f"d_model must be divisible by n_heads to split it into equal heads, "
                 f"got d_model={d_model}, n_heads={n_heads} (d_model / n_heads = {d_model / n_heads:.2f})"
@@ -47,12 +69,19 @@ class MultiHeadAttention(nn.Module):
         check_probability(dropout, "dropout")
         check_choice(impl, "impl", IMPLEMENTATIONS)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.d_head = d_model // n_heads
-        self.dropout, self.impl = dropout, impl
-        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
-        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
-        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.d_head = d_model // n_heads if d_head is None else d_head
+        self.dropout, self.impl, self.qk_norm, self.scale, self.softcap = dropout, impl, qk_norm, scale, softcap
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+        self.q_norm = self.k_norm = None
+        if qk_norm != "none":  # "head": width Dh, shared by the heads; "all": one norm over every head's features
+            q_width, k_width = (self.d_head, self.d_head) if qk_norm == "head" else \
+                (n_heads * self.d_head, n_kv_heads * self.d_head)
+            self.q_norm = make_norm(qk_norm_kind, q_width, eps=norm_eps)
+            self.k_norm = make_norm(qk_norm_kind, k_width, eps=norm_eps)
 
     def _check_input(self, x: torch.Tensor, name: str) -> None:
         check_module_input(x, name, self, self.d_model, ndim=3)  # shape, and dtype against the weights
@@ -61,9 +90,17 @@ class MultiHeadAttention(nn.Module):
         """(B, T, n_heads * Dh) -> (B, n_heads, T, Dh)."""
         return x.view(x.shape[0], x.shape[1], n_heads, self.d_head).transpose(1, 2)
 
+    def project(self, x: torch.Tensor, proj: nn.Linear, norm: nn.Module | None, n_heads: int) -> torch.Tensor:
+        """(B, T, D) -> (B, n_heads, T, Dh): project, split into heads, and apply the QK-norm where it sits."""
+        h = proj(x)  # (B, T, D) -> (B, T, n_heads * Dh)
+        if self.qk_norm == "all":
+            h = norm(h)  # over all heads' features at once (OLMo 2)
+        h = self.split_heads(h, n_heads)  # (B, T, n_heads * Dh) -> (B, n_heads, T, Dh)
+        return norm(h) if self.qk_norm == "head" else h  # per head (Qwen 3, Gemma 3)
+
     def project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``source`` (B, T_k, D), each (B, H_kv, T_k, Dh)."""
-        k = self.split_heads(self.k_proj(source), self.n_kv_heads)  # (B, T_k, D) -> (B, H_kv, T_k, Dh)
+        k = self.project(source, self.k_proj, self.k_norm, self.n_kv_heads)  # (B, T_k, D) -> (B, H_kv, T_k, Dh)
         v = self.split_heads(self.v_proj(source), self.n_kv_heads)
         return k, v
 
@@ -108,7 +145,7 @@ class MultiHeadAttention(nn.Module):
             if rope is not None:
                 raise ValueError("rope rotates positions within one sequence; it does not apply to cross-attention")
         offset = cache.length if (cache is not None and memory is None) else 0
-        q = self.split_heads(self.q_proj(x), self.n_heads)  # (B, T_q, D) -> (B, H, T_q, Dh)
+        q = self.project(x, self.q_proj, self.q_norm, self.n_heads)  # (B, T_q, D) -> (B, H, T_q, Dh)
 
         if memory is not None and cache is not None and cache.length > 0:
             k, v = cache.get()  # cross-attention: the encoder's keys/values were computed once
@@ -119,6 +156,9 @@ class MultiHeadAttention(nn.Module):
                 k = rope(k, offset=offset, positions=positions)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, Dh)
+                if k.shape[-2] < offset + q.shape[-2]:  # a bounded cache returned only the latest keys:
+                    mask = None if mask is None else mask[..., -k.shape[-2]:]  # align the columns to the right
+                    bias = None if bias is None else bias[..., -k.shape[-2]:]
 
         if self.n_kv_heads != self.n_heads:  # grouped heads: each K/V head serves H / H_kv query heads
             repeat = self.n_heads // self.n_kv_heads
@@ -127,8 +167,10 @@ class MultiHeadAttention(nn.Module):
 
         # Decoding with a cache needs no weights: PyTorch's fused kernel is one call instead of the five
         # steps of the manual path, which is most of a small model's decode step.
-        impl = "manual" if need_weights else ("fused" if cache is not None and not self.training else self.impl)
+        impl = "manual" if need_weights or self.softcap is not None else \
+            ("fused" if cache is not None and not self.training else self.impl)
+        options = {n: x for n, x in (("scale", self.scale), ("softcap", self.softcap)) if x is not None}  # only if set
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl)
-        out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.d_model)  # (B, H, T_q, Dh) -> (B, T_q, D)
+            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl, **options)
+        out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)  # (B, H, T_q, Dh) -> (B, T_q, H Dh)
         return self.out_proj(out), weights if need_weights else None

@@ -1,4 +1,4 @@
-"""Normalisation layers: PyTorch's LayerNorm and a from-scratch RMSNorm.
+"""Normalisation layers: PyTorch's LayerNorm, a from-scratch RMSNorm, and Gemma's RMSNorm with a (1 + w) gain.
 
 Glossary: D d_model. Both normalise each token's D features on their own (no batch statistics,
 unlike BatchNorm), so they behave the same in training and inference and for any batch size.
@@ -10,7 +10,7 @@ from torch import nn
 
 from minitfm._checks import check_choice, check_module_input, check_number, check_positive_int
 
-NORMS = ("layer", "rms")
+NORMS = ("layer", "rms", "rms_offset")
 
 
 class RMSNorm(nn.Module):
@@ -33,12 +33,32 @@ class RMSNorm(nn.Module):
         # float64 stay in their own precision (as torch.nn.RMSNorm and the lean decode step compute).
         wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
         normed = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return normed.to(x.dtype) * self.weight
+        return normed.to(x.dtype) * self.gain()
+
+    def gain(self) -> torch.Tensor:
+        """(D,) what the normalised vector is multiplied by: the weight itself."""
+        return self.weight
+
+
+class OffsetRMSNorm(RMSNorm):
+    """Gemma's RMSNorm: y = x / sqrt(mean(x^2) + eps) * (1 + weight), the weight stored as an offset from 1 and
+    initialised at 0 (weight decay then pulls the gain towards 1, not towards 0). The same function as an
+    RMSNorm whose weight is 1 + w, but not the same checkpoint: a loader must know which one it reads."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__(d_model, eps)
+        nn.init.zeros_(self.weight)
+
+    def gain(self) -> torch.Tensor:
+        return 1.0 + self.weight
 
 
 def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
-    """``"layer"`` -> ``nn.LayerNorm(d_model)``; ``"rms"`` -> ``RMSNorm(d_model)``."""
+    """``"layer"`` -> ``nn.LayerNorm(d_model)``; ``"rms"`` -> ``RMSNorm(d_model)``; ``"rms_offset"`` ->
+    ``OffsetRMSNorm(d_model)`` (Gemma's (1 + w) gain)."""
     check_choice(kind, "norm", NORMS)
     check_positive_int(d_model, "d_model")
     check_number(eps, "eps", low=0.0)
-    return nn.LayerNorm(d_model, eps=eps) if kind == "layer" else RMSNorm(d_model, eps=eps)
+    if kind == "layer":
+        return nn.LayerNorm(d_model, eps=eps)
+    return RMSNorm(d_model, eps=eps) if kind == "rms" else OffsetRMSNorm(d_model, eps=eps)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_number, check_positive_int, check_tensor, inputs_trusted
+from minitfm.layers.rope_scaling import RopeScaling, scaled_inv_freq
 
 
 def _positions(positions, seq_len: int | None, offset: int, device) -> torch.Tensor:
@@ -119,14 +120,21 @@ class RotaryEmbedding(nn.Module):
         base: 10000 in the paper; larger bases rotate more slowly.
         scale: position interpolation factor: positions are divided by ``scale`` so a model trained at
             length L sees positions of a ``scale * L`` input inside its trained range.
+        scaling: a :class:`~minitfm.layers.rope_scaling.RopeScaling` (Llama 3's or YaRN's per-frequency
+            rescaling) instead of ``scale``; YaRN's attention factor then multiplies the rotated vectors.
     """
 
-    def __init__(self, d_head: int, base: float = 10000.0, scale: float = 1.0):
+    def __init__(self, d_head: int, base: float = 10000.0, scale: float = 1.0, scaling: RopeScaling | None = None):
         super().__init__()
         check_positive_int(d_head, "d_head")
         if d_head % 2:
             raise ValueError(f"RoPE rotates pairs of dimensions, so d_head must be even, got {d_head}")
-        self.d_head = d_head
+        if scaling is not None and not isinstance(scaling, RopeScaling):
+            raise TypeError(f"scaling must be a RopeScaling or None, got {type(scaling).__name__}")
+        if scaling is not None and scale != 1.0:
+            raise ValueError(f"give either scale (position interpolation) or scaling ({scaling.kind}), not both")
+        self.d_head, self.scaling = d_head, scaling
+        self.magnitude = 1.0 if scaling is None else scaling.attention_scale()  # YaRN's factor on q and k
         self._base = self._scale = 1.0
         self.register_buffer("inv_freq", None, persistent=False)
         self.base, self.scale = base, scale  # each assignment computes inv_freq
@@ -161,7 +169,10 @@ class RotaryEmbedding(nn.Module):
         """theta_i / scale for i = 0 .. Dh/2 - 1, in float32, written as the published implementations write
         it (1 / base^(2i/Dh), then divided by the interpolation factor): base^(-2i/Dh) or dividing the
         positions instead is the same number in exact arithmetic but differs in the last bit for some i, and
-        over a few dozen positions that moves a loaded checkpoint's logits by about 1e-5."""
+        over a few dozen positions that moves a loaded checkpoint's logits by about 1e-5. With ``scaling``, the
+        Llama 3 or YaRN frequencies (:func:`~minitfm.layers.rope_scaling.scaled_inv_freq`)."""
+        if self.scaling is not None:
+            return scaled_inv_freq(self.d_head, self.base, self.scaling)
         exponents = torch.arange(0, self.d_head, 2, dtype=torch.int64).float() / self.d_head
         return 1.0 / (self.base ** exponents) / self.scale  # (Dh/2,)
 
@@ -178,7 +189,7 @@ class RotaryEmbedding(nn.Module):
         """(T,) or (B, T) positions -> (..., T, Dh/2) rotations ``cos + i sin`` for float32 (complex64) or
         float64 (complex128) inputs; multiplying a pair x0 + i x1 by one rotates it."""
         ang = self.angles(positions)
-        return torch.polar(torch.ones_like(ang), ang).to(torch.complex64 if dtype == torch.float32 else torch.complex128)
+        return torch.polar(torch.full_like(ang, self.magnitude), ang).to(torch.complex64 if dtype == torch.float32 else torch.complex128)
 
     def _rotation(self, pos: torch.Tensor, x: torch.Tensor):
         """The rotation at ``pos``, broadcastable against x: ``cos + i sin`` as one complex tensor for
@@ -203,7 +214,7 @@ class RotaryEmbedding(nn.Module):
         else:
             ang = self.angles(pos)  # (T, Dh/2) or (B, T, Dh/2)
             ang = ang[:, None] if heads else ang
-            rotation = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+            rotation = (ang.cos() * self.magnitude).to(x.dtype), (ang.sin() * self.magnitude).to(x.dtype)
         self._memo = (key, rotation, pos.clone() if key[1] is None else None)
         return rotation
 

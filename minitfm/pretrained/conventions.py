@@ -1,22 +1,24 @@
 """How a published checkpoint's ``config.json`` describes the book's models, and back.
 
-GPT-2 and Llama compute what :class:`~minitfm.models.DecoderOnlyLM` computes; they describe it with other
-names and conventions. :data:`CONVENTIONS` lists every difference (``conventions_table()`` prints it),
+GPT-2, Llama and their successors compute what :class:`~minitfm.models.DecoderOnlyLM` computes; they describe it
+with other names and conventions. :data:`CONVENTIONS` lists every difference of GPT-2 and Llama 2, and
+:data:`LATER_CONVENTIONS` what the later families add (``conventions_table(later=True)`` prints both),
 :func:`config_from_hf` turns a ``config.json`` into a :class:`~minitfm.config.ModelConfig` (or names the setting
-minitfm does not have), :func:`model_family` says which family a config round-trips to, and
-:func:`config_to_hf` writes the ``config.json`` that ``transformers`` reads back.
+minitfm does not have; the Llama-like families are read in :mod:`minitfm.pretrained.families`),
+:func:`model_family` says which family a config round-trips to, and :func:`config_to_hf` writes the
+``config.json`` that ``transformers`` reads back.
 """
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 from minitfm.config import ModelConfig
+from minitfm.pretrained.families import DECODER_FAMILIES, decoder_config_from_hf, decoder_config_json, special_ids
 from minitfm.pretrained.files import check_config_fields
 
 
-FAMILIES = ("gpt2", "llama")
-LLAMA_TYPES = ("llama", "mistral")  # Mistral without a sliding window is a Llama with GQA
+FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES)  # every model_type minitfm loads; export tries them in this order
+LLAMA_TYPES = tuple(DECODER_FAMILIES)  # the Llama-like ones (pretrained.families)
 
 # (what differs, the published model, minitfm, what the loader does)
 CONVENTIONS = [
@@ -43,27 +45,55 @@ CONVENTIONS = [
     ("buffers", "old files keep attn.bias, attn.masked_bias, rotary_emb.inv_freq", "recomputed", "skip them"),
 ]
 
+# What the families after Llama 2 change (pretrained.families), in the same four columns
+LATER_CONVENTIONS = [
+    ("RoPE scaling", "rope_type 'llama3' (Llama 3.1) or 'yarn', with their factors", "rope_scaling=RopeScaling(...)",
+     "copy; refuse other rope_types (longrope, dynamic)"),
+    ("QK-norm", "Qwen 3, Gemma 3: q_norm/k_norm of width Dh; OLMo 2: of width H Dh", "qk_norm='head' / 'all'",
+     "copy, permuted like the rows of q and k"),
+    ("head size", "head_dim (Gemma, Qwen 3), not hidden_size / num_attention_heads", "head_dim", "copy"),
+    ("biases", "Qwen 2: on q, k and v only", "qkv_bias=True, bias=False", "copy"),
+    ("Gemma's norm offset", "Gemma stores w and scales by (1 + w)", "norm='rms_offset' keeps w as stored",
+     "copy (adding 1 on load would not come back to the bit)"),
+    ("Gemma's embeddings and FFN", "token vectors times sqrt(D); GeGLU (gelu_pytorch_tanh)",
+     "scale_embeddings=True; ffn='geglu_tanh'", "copy"),
+    ("norm placement", "OLMo 2: post_attention/post_feedforward_layernorm on the sublayer's output; Gemma 2/3: "
+     "input, post_attention, pre_feedforward and post_feedforward norms", "sublayer_norm='output' / 'both'",
+     "map each norm to attn_norm, attn_out_norm, ffn_norm, ffn_out_norm"),
+    ("scores", "Gemma 2/3: query_pre_attn_scalar; Gemma 2: attn_logit_softcapping, final_logit_softcapping",
+     "attn_scale; attn_softcap, final_softcap", "attn_scale = scalar^-0.5; copy"),
+    ("sliding windows", "sliding_window, with layer_types (and use_sliding_window for Qwen, SmolLM3)",
+     "sliding_window, sliding_layers", "the sliding layers' indices"),
+    ("NoPE and local RoPE", "SmolLM3: no_rope_layers (1 = RoPE); Gemma 3: rope_parameters per layer type",
+     "nope_layers; rope_local_base", "the layers without RoPE; the sliding layers' base"),
+    ("Phi-3's fused projections", "qkv_proj (q, k, v rows stacked); gate_up_proj (gate, then up)",
+     "q_proj, k_proj, v_proj; gate_proj, up_proj", "split the rows (and permute q and k)"),
+    ("mixture of experts", "Mixtral: block_sparse_moe.gate, experts.e.w1/w3/w2; Qwen3-MoE: mlp.gate, "
+     "experts.e.gate/up/down_proj, norm_topk_prob", "ffn.router, ffn.experts.e; n_experts, experts_per_token, "
+     "renormalize_experts", "copy"),
+]
 
-def conventions_table() -> str:
-    """:data:`CONVENTIONS` as a Markdown table."""
+
+def conventions_table(later: bool = False) -> str:
+    """:data:`CONVENTIONS` (GPT-2 and Llama 2) as a Markdown table; with ``later``, :data:`LATER_CONVENTIONS`
+    (what Llama 3, Mistral, Qwen, Gemma, Phi-3, OLMo 2, SmolLM3 and the mixtures of experts change) follow."""
     rows = ["| difference | published checkpoint | minitfm | the loader |", "| --- | --- | --- | --- |"]
-    rows += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in CONVENTIONS]
+    rows += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in CONVENTIONS + (LATER_CONVENTIONS if later else [])]
     return "\n".join(rows)
 
 
 # ---- configs ---------------------------------------------------------------------------------------------------
 
 def family_of(hf_config: dict) -> str:
-    """``"gpt2"`` or ``"llama"`` for a ``config.json`` dict; ValueError for any other architecture."""
+    """The family (its ``model_type``: ``"gpt2"``, ``"llama"``, ``"qwen3"``, ...) of a ``config.json`` dict;
+    ValueError for an architecture minitfm does not load."""
     if not isinstance(hf_config, dict):
         raise TypeError(f"hf_config must be the dict of a config.json, got {type(hf_config).__name__}")
     model_type = hf_config.get("model_type")
-    if model_type == "gpt2":
-        return "gpt2"
-    if model_type in LLAMA_TYPES:
-        return "llama"
-    raise ValueError(f"minitfm.pretrained loads GPT-2 and Llama checkpoints (model_type 'gpt2', "
-                     f"{', '.join(repr(t) for t in LLAMA_TYPES)}), got model_type={model_type!r}")
+    if model_type in FAMILIES:
+        return model_type
+    raise ValueError(f"minitfm.pretrained loads the families with model_type 'gpt2', "
+                     f"{', '.join(repr(t) for t in LLAMA_TYPES)}; got model_type={model_type!r}")
 
 
 def _refuse(condition: bool, setting: str, value, why: str) -> None:
@@ -71,90 +101,55 @@ def _refuse(condition: bool, setting: str, value, why: str) -> None:
         raise ValueError(f"this checkpoint sets {setting}={value!r}, which minitfm's models do not have ({why})")
 
 
-def _rope_settings(hf: dict) -> tuple[float, float]:
-    """(rope_base, rope_scale) from either ``rope_parameters`` (transformers 5) or ``rope_theta``/``rope_scaling``."""
-    params = dict(hf.get("rope_parameters") or {})
-    scaling = hf.get("rope_scaling") or {}
-    theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
-    kind = params.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
-    factor = params.get("factor", scaling.get("factor", 1.0))
-    if kind == "linear":
-        return float(theta), float(factor)
-    _refuse(kind != "default", "rope_type", kind, "minitfm's RoPE knows 'default' and 'linear' (position "
-            "interpolation) only")
-    return float(theta), 1.0
-
-
-def _special(hf: dict, vocab: int) -> dict:
-    out = {}
-    for name, key in (("bos_id", "bos_token_id"), ("eos_id", "eos_token_id"), ("pad_id", "pad_token_id")):
-        value = hf.get(key)
-        if isinstance(value, list):  # Llama 3 lists several end-of-text ids; the first is the one written
-            value = value[0] if value else None
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise TypeError(f"config.json: {key} must be an int id (or a list of them), got {type(value).__name__} "
-                            f"{value!r}")
-        if value is not None and not 0 <= value < vocab:
-            raise ValueError(f"{key}={value} is not an id of the vocabulary (vocab_size={vocab})")
-        out[name] = None if value is None else int(value)
-    bos = out["bos_id"] if out["bos_id"] is not None else out["eos_id"]
-    eos = out["eos_id"] if out["eos_id"] is not None else bos
-    if bos is None:  # ModelConfig needs ids; generate stops at eos_id, so 0 is only a placeholder
-        warnings.warn("config.json names neither bos_token_id nor eos_token_id: minitfm uses id 0 for both, and "
-                      "config_to_hf (save_pretrained) writes 0 back; pass the real ids if the model has them",
-                      UserWarning, stacklevel=3)
-        bos = eos = 0
-    pad = out["pad_id"]
-    if pad in (bos, eos):
-        pad = None  # a pad that is also <bos>/<eos> (a common GPT-2 set-up) is no padding token of its own
-    return {"bos_id": bos, "eos_id": eos, "pad_id": pad}
-
-
 def config_from_hf(hf_config: dict) -> ModelConfig:
-    """The :class:`ModelConfig` of a GPT-2 or Llama ``config.json`` (dropout off: these are for inference)."""
+    """The :class:`ModelConfig` of a ``config.json`` of any family minitfm loads (dropout off: these are for
+    inference); a setting minitfm's models do not have is refused with a ValueError naming it."""
     family = family_of(hf_config)
     hf = hf_config
-    check_config_fields(hf, family)
-    if family == "gpt2":
-        act = hf.get("activation_function", "gelu_new")
-        ffn = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}.get(act)
-        _refuse(ffn is None, "activation_function", act, "minitfm has gelu_new/gelu_pytorch_tanh, gelu and relu")
-        _refuse(not hf.get("scale_attn_weights", True), "scale_attn_weights", False, "scores are always / sqrt(Dh)")
-        _refuse(bool(hf.get("scale_attn_by_inverse_layer_idx", False)), "scale_attn_by_inverse_layer_idx", True,
-                "no per-layer score scaling")
-        _refuse(bool(hf.get("add_cross_attention", False)), "add_cross_attention", True, "decoder-only")
-        d, vocab = hf["n_embd"], hf["vocab_size"]
-        return ModelConfig(
-            vocab_size=vocab, d_model=d, n_heads=hf["n_head"], d_ff=hf.get("n_inner") or 4 * d,
-            n_layers=hf["n_layer"], max_seq_len=hf["n_positions"], norm="layer", norm_first=True, pos="learned",
-            ffn=ffn, bias=True, dropout=0.0, tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
-            scale_embeddings=False, norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)), **_special(hf, vocab))
-    _refuse(hf.get("hidden_act", "silu") != "silu", "hidden_act", hf.get("hidden_act"), "SwiGLU uses silu")
-    _refuse(hf.get("sliding_window") is not None, "sliding_window", hf.get("sliding_window"),
-            "attention sees the whole past")
-    d, heads, vocab = hf["hidden_size"], hf["num_attention_heads"], hf["vocab_size"]
-    head_dim = hf.get("head_dim") or d // heads
-    _refuse(head_dim * heads != d, "head_dim", head_dim, f"Dh = hidden_size / num_attention_heads = {d // heads}")
-    attn_bias, mlp_bias = bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False))
-    _refuse(attn_bias != mlp_bias, "attention_bias/mlp_bias", (attn_bias, mlp_bias), "one bias flag for both")
-    base, scale = _rope_settings(hf)
+    check_config_fields(hf, "gpt2" if family == "gpt2" else "llama")
+    if family != "gpt2":
+        return decoder_config_from_hf(hf, family)
+    act = hf.get("activation_function", "gelu_new")
+    ffn = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}.get(act)
+    _refuse(ffn is None, "activation_function", act, "minitfm has gelu_new/gelu_pytorch_tanh, gelu and relu")
+    _refuse(not hf.get("scale_attn_weights", True), "scale_attn_weights", False, "scores are always / sqrt(Dh)")
+    _refuse(bool(hf.get("scale_attn_by_inverse_layer_idx", False)), "scale_attn_by_inverse_layer_idx", True,
+            "no per-layer score scaling")
+    _refuse(bool(hf.get("add_cross_attention", False)), "add_cross_attention", True, "decoder-only")
+    d, vocab = hf["n_embd"], hf["vocab_size"]
     return ModelConfig(
-        vocab_size=vocab, d_model=d, n_heads=heads, n_kv_heads=hf.get("num_key_value_heads") or heads,
-        d_ff=hf["intermediate_size"], n_layers=hf["num_hidden_layers"], max_seq_len=hf["max_position_embeddings"],
-        norm="rms", norm_first=True, pos="rope", ffn="swiglu", bias=attn_bias, dropout=0.0,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", False)), scale_embeddings=False, rope_base=base,
-        rope_scale=scale, norm_eps=float(hf.get("rms_norm_eps", 1e-6)), **_special(hf, vocab))
+        vocab_size=vocab, d_model=d, n_heads=hf["n_head"], d_ff=hf.get("n_inner") or 4 * d,
+        n_layers=hf["n_layer"], max_seq_len=hf["n_positions"], norm="layer", norm_first=True, pos="learned",
+        ffn=ffn, bias=True, dropout=0.0, tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
+        scale_embeddings=False, norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)), **special_ids(hf, vocab))
 
 
 def _architecture(config: ModelConfig) -> ModelConfig:
     """``config`` resolved, with the fields that do not change the function a decoder-only LM computes set to
-    fixed values: dropout, attn_impl, pad_id, the encoder-decoder depths, and RoPE's base and scale when
-    positions are not RoPE."""
+    fixed values: dropout, attn_impl, pad_id, the encoder-decoder depths, RoPE's settings when positions are not
+    RoPE, and every optional field written the one way that means its default (``head_dim`` = D / H, a
+    ``qkv_bias`` equal to ``bias``, a window over every layer, an ``attn_scale`` of 1 / sqrt(Dh), ...)."""
     c = config.resolved()
     blank = dict(dropout=0.0, attn_impl="manual", pad_id=None, n_encoder_layers=c.n_layers,
                  n_decoder_layers=c.n_layers)
     if c.pos != "rope":
         blank.update(rope_base=10000.0, rope_scale=1.0)
+    if c.head_dim is not None and c.head_dim * c.n_heads == c.d_model:
+        blank["head_dim"] = None
+    if c.qkv_bias == c.bias:
+        blank["qkv_bias"] = None
+    if c.attn_scale is not None and abs(c.attn_scale * c.d_head ** 0.5 - 1.0) < 1e-12:
+        blank["attn_scale"] = None
+    windowed = [c.layer_window(i) is not None for i in range(c.n_layers)]
+    if c.sliding_window is not None and not any(windowed):
+        blank.update(sliding_window=None, sliding_layers=None)
+    elif all(windowed):
+        blank["sliding_layers"] = None
+    same_rope = c.rope_local_base == c.rope_base and c.rope_scale == 1.0 and c.rope_scaling is None
+    if c.rope_local_base is not None and (not any(windowed) or same_rope):
+        blank["rope_local_base"] = None
+    if c.n_experts is None:
+        blank.update(experts_per_token=2, renormalize_experts=True)
     return dataclasses.replace(c, **blank)
 
 
@@ -171,7 +166,8 @@ def _lost_in(config: ModelConfig, family: str) -> dict:
 
 
 def model_family(config: ModelConfig) -> str:
-    """Which published family a minitfm config matches (``"gpt2"`` or ``"llama"``); ValueError otherwise.
+    """Which published family a minitfm config matches (the first of :data:`FAMILIES` that holds it); ValueError
+    otherwise.
 
     A family matches when writing the config as that family's ``config.json`` and reading it back
     (:func:`config_from_hf`) gives the same architecture, so every setting the family lacks (grouped-query
@@ -186,36 +182,41 @@ def model_family(config: ModelConfig) -> str:
         differences[family] = lost
     raise ValueError("this model matches neither GPT-2 (norm='layer', pos='learned', bias=True, a GELU/ReLU FFN, "
                      "n_kv_heads = n_heads, scale_embeddings=False) nor Llama (norm='rms', pos='rope', ffn='swiglu', "
-                     f"scale_embeddings=False); it differs in {differences}")
+                     f"scale_embeddings=False) nor any other family minitfm writes; it differs in {differences}")
 
 
-def config_to_hf(config: ModelConfig) -> dict:
-    """The ``config.json`` dict that ``transformers`` needs to build the same model."""
-    return _config_json(config, model_family(config))
+def check_family(config: ModelConfig, family: str | None) -> str:
+    """``family`` if a ``config.json`` of it holds ``config`` (ValueError naming what it cannot hold), or, for
+    ``None``, the first family that does (:func:`model_family`)."""
+    if family is None:
+        return model_family(config)
+    _check_config(config)
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    lost = _lost_in(config, family)
+    if lost:
+        raise ValueError(f"a {family} config.json cannot hold this model: it differs in {lost}")
+    return family
+
+
+def config_to_hf(config: ModelConfig, family: str | None = None) -> dict:
+    """The ``config.json`` dict that ``transformers`` needs to build the same model, as ``family`` (a
+    ``model_type`` of :data:`FAMILIES`) or, by default, as the first family that holds it."""
+    return _config_json(config, check_family(config, family))
 
 
 def _config_json(config: ModelConfig, family: str) -> dict:
     """``config`` written as ``family``'s ``config.json``; a setting the family lacks is left out (so
     :func:`model_family` sees it change on the way back)."""
     c = config.resolved()
+    if family != "gpt2":
+        return decoder_config_json(c, family)
     special = {"bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}
-    if family == "gpt2":
-        act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}.get(c.ffn, "gelu_new")
-        return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": c.vocab_size,
-                "n_positions": c.max_seq_len, "n_embd": c.d_model, "n_layer": c.n_layers, "n_head": c.n_heads,
-                "n_inner": c.d_ff, "activation_function": act, "layer_norm_epsilon": c.norm_eps,
-                "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
-                "tie_word_embeddings": c.tie_embeddings, **special}
-    rope = {"rope_theta": c.rope_base, "rope_type": "default"}
-    if c.rope_scale != 1.0:
-        rope = {"rope_theta": c.rope_base, "rope_type": "linear", "factor": c.rope_scale}
-    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": c.vocab_size,
-            "hidden_size": c.d_model, "intermediate_size": c.d_ff, "num_hidden_layers": c.n_layers,
-            "num_attention_heads": c.n_heads, "num_key_value_heads": c.n_kv_heads, "head_dim": c.d_head,
-            "hidden_act": "silu", "max_position_embeddings": c.max_seq_len, "rms_norm_eps": c.norm_eps,
-            "rope_parameters": rope, "rope_theta": c.rope_base,
-            "rope_scaling": None if c.rope_scale == 1.0 else {"rope_type": "linear", "factor": c.rope_scale},
-            "attention_bias": c.bias, "mlp_bias": c.bias, "attention_dropout": 0.0,
+    act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}.get(c.ffn, "gelu_new")
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": c.vocab_size,
+            "n_positions": c.max_seq_len, "n_embd": c.d_model, "n_layer": c.n_layers, "n_head": c.n_heads,
+            "n_inner": c.d_ff, "activation_function": act, "layer_norm_epsilon": c.norm_eps,
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
             "tie_word_embeddings": c.tie_embeddings, **special}
 
 

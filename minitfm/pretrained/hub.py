@@ -18,9 +18,9 @@ import torch
 
 from minitfm.config import ModelConfig
 from minitfm.models import DecoderOnlyLM
-from minitfm.pretrained.conventions import config_from_hf, config_to_hf
+from minitfm.pretrained.conventions import check_family, config_from_hf, config_to_hf, family_of
 from minitfm.pretrained.files import check_device, check_dtype, checkpoint_folder, read_config, read_state_dict
-from minitfm.pretrained.weights import to_hf, to_minitfm
+from minitfm.pretrained.weights import to_hf, to_minitfm, unfuse_experts
 
 
 # ---- folders, the Hub and tokenizers --------------------------------------------------------------------------
@@ -34,7 +34,7 @@ def _safetensors():
 
 
 def load(directory: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
-    """A :class:`DecoderOnlyLM` holding the GPT-2 or Llama checkpoint in ``directory``, in eval mode.
+    """A :class:`DecoderOnlyLM` holding the checkpoint in ``directory`` (any family of ``FAMILIES``), in eval mode.
 
     ``dtype`` is what the model computes in, whatever the file stores: the default float32 upcasts a
     bfloat16 or float16 checkpoint (on purpose: the book compares logits with ``transformers`` in float32).
@@ -42,21 +42,23 @@ def load(directory: str | os.PathLike, *, dtype: torch.dtype = torch.float32, de
     naming the file, never a model built from part of it."""
     check_dtype(dtype)
     check_device(device)
-    config = config_from_hf(read_config(directory))
-    return _build(config, to_minitfm(read_state_dict(directory), config), dtype, device)
+    hf_config = read_config(directory)
+    config = config_from_hf(hf_config)
+    return _build(config, to_minitfm(read_state_dict(directory), config, family_of(hf_config)), dtype, device)
 
 
 def from_transformers(hf_model, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
-    """A :class:`DecoderOnlyLM` with the weights of a ``transformers`` GPT-2 or Llama model already in memory."""
+    """A :class:`DecoderOnlyLM` with the weights of a ``transformers`` model (any family minitfm loads) in memory."""
     check_dtype(dtype)
     check_device(device)
     config_dict = getattr(getattr(hf_model, "config", None), "to_dict", None)
     if config_dict is None or not hasattr(hf_model, "state_dict"):
         raise TypeError(f"hf_model must be a transformers model (GPT2LMHeadModel, LlamaForCausalLM), "
                         f"got {type(hf_model).__name__}")
-    config = config_from_hf(config_dict())
-    state = {k: v.detach() for k, v in hf_model.state_dict().items()}
-    return _build(config, to_minitfm(state, config), dtype, device)
+    hf_config = config_dict()
+    config, family = config_from_hf(hf_config), family_of(hf_config)
+    state = unfuse_experts({k: v.detach() for k, v in hf_model.state_dict().items()}, family)  # MoE: as in the files
+    return _build(config, to_minitfm(state, config, family), dtype, device)
 
 
 def _build(config: ModelConfig, state: dict, dtype, device) -> DecoderOnlyLM:
@@ -73,8 +75,9 @@ def _rebuild_buffers(model: DecoderOnlyLM) -> None:
     """Non-persistent buffers (RoPE's frequencies) stayed on the meta device: recompute them on the device of
     the weights (a GPU when ``from_transformers`` converts a model that is on one)."""
     device = model.tok_emb.weight.device
-    if model.rope is not None:
-        model.rope.inv_freq = model.rope.float32_inv_freq().to(device)
+    for rope in (model.rope, model.local_rope):
+        if rope is not None:
+            rope.inv_freq = rope.float32_inv_freq().to(device)
     left = [name for name, b in model.named_buffers() if b.device != device]
     if left:
         raise RuntimeError(f"buffers {left} were not rebuilt on {device} after loading")  # a new buffer in the library
@@ -87,7 +90,7 @@ def _is_local(name: str) -> bool:
 _REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")  # "gpt2", "openai-community/gpt2"
 _SAFETENSORS = ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"]
 _PYTORCH_BIN = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
-_OTHER_FILES = ["config.json", "vocab.json", "merges.txt"]
+_OTHER_FILES = ["config.json", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer.model"]
 
 
 def _looks_like_a_path(name: str) -> bool:
@@ -186,8 +189,9 @@ def from_pretrained(name_or_path: str | os.PathLike, *, dtype: torch.dtype = tor
     return load(download(name, revision=revision), dtype=dtype, device=device)
 
 
-def save_pretrained(model: DecoderOnlyLM, directory: str | os.PathLike) -> pathlib.Path:
-    """Write ``config.json`` and ``model.safetensors`` that ``transformers``' ``from_pretrained`` loads."""
+def save_pretrained(model: DecoderOnlyLM, directory: str | os.PathLike, family: str | None = None) -> pathlib.Path:
+    """Write ``config.json`` and ``model.safetensors`` that ``transformers``' ``from_pretrained`` loads, in the
+    layout of ``family`` (a ``model_type`` such as ``"phi3"``; by default the first family that holds the model)."""
     if not isinstance(model, DecoderOnlyLM):
         raise TypeError(f"model must be a DecoderOnlyLM, got {type(model).__name__}")
     if not isinstance(directory, (str, os.PathLike)):
@@ -195,8 +199,9 @@ def save_pretrained(model: DecoderOnlyLM, directory: str | os.PathLike) -> pathl
     folder = pathlib.Path(directory).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} is a file, expected a folder to write config.json and model.safetensors into")
-    hf_config = config_to_hf(model.config)  # checked, and the tensors converted, before anything is written
-    state = {k: v.detach().cpu().contiguous() for k, v in to_hf(model.state_dict(), model.config).items()}
+    family = check_family(model.config, family)
+    hf_config = config_to_hf(model.config, family)  # checked, and the tensors converted, before anything is written
+    state = {k: v.detach().cpu().contiguous() for k, v in to_hf(model.state_dict(), model.config, family).items()}
     folder.mkdir(parents=True, exist_ok=True)
     _safetensors().save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
@@ -204,12 +209,24 @@ def save_pretrained(model: DecoderOnlyLM, directory: str | os.PathLike) -> pathl
 
 
 def load_tokenizer(directory: str | os.PathLike):
-    """GPT-2's ``vocab.json`` and ``merges.txt`` in ``directory`` as a :class:`minitfm.text.bpe_tokenizer.Tokenizer`."""
-    from minitfm.text.bpe_tokenizer import Tokenizer
+    """The tokenizer of a checkpoint folder, its ids equal to ``transformers``': a ``tokenizer.json`` (GPT-2, Llama
+    2/3, Qwen, Mistral, Gemma: :func:`minitfm.text.tokenizer_json.read_tokenizer_json`), else GPT-2's
+    ``vocab.json`` and ``merges.txt`` (:class:`minitfm.text.bpe_tokenizer.Tokenizer`), else SentencePiece's
+    ``tokenizer.model`` (:func:`minitfm.text.sentencepiece_model.read_sentencepiece_model`).
 
-    folder = checkpoint_folder(directory, "a folder holding GPT-2's vocab.json and merges.txt")
+    ``tokenizer.json`` goes first: Qwen's folders also hold a vocab.json and merges.txt, which lack its regex
+    and its special tokens."""
+    from minitfm.text.bpe_tokenizer import Tokenizer
+    from minitfm.text.sentencepiece_model import read_sentencepiece_model
+    from minitfm.text.tokenizer_json import read_tokenizer_json
+
+    folder = checkpoint_folder(directory, "a folder holding tokenizer files")
+    if (folder / "tokenizer.json").exists():
+        return read_tokenizer_json(folder / "tokenizer.json")
+    if (folder / "vocab.json").exists() and (folder / "merges.txt").exists():
+        return Tokenizer.load(folder)
+    if (folder / "tokenizer.model").exists():
+        return read_sentencepiece_model(folder / "tokenizer.model")
     missing = [n for n in ("vocab.json", "merges.txt") if not (folder / n).exists()]
-    if missing:
-        raise ValueError(f"{folder} lacks {missing}: minitfm.text.bpe_trainer reads GPT-2-style byte-level BPE files "
-                         "(Llama's SentencePiece tokenizer.model is another format)")
-    return Tokenizer.load(folder)
+    raise ValueError(f"{folder} lacks {missing}, tokenizer.json and tokenizer.model: minitfm reads a Hugging Face "
+                     "tokenizer.json, GPT-2's byte-level BPE files or a SentencePiece BPE tokenizer.model")

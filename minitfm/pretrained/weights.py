@@ -1,115 +1,31 @@
-"""The key map: one rule per published tensor, from GPT-2's and Llama's state dicts to the book's, and back.
+"""The key map: one rule per published tensor, from every family's state dict to the book's, and back.
 
-Glossary: V vocabulary, D d_model, H query heads, H_kv key/value heads, Dh = D / H, F FFN hidden size, L layers.
+Glossary: V vocabulary, D d_model, H query heads, H_kv key/value heads, Dh head dimension, F FFN hidden size,
+L layers, E experts.
 
 :func:`key_map` lists the rules: the published key, the minitfm key(s) it becomes and the transformation
-(``copy``, ``transpose``, ``split q|k|v``, ``rotate-half -> pairs``). :func:`to_minitfm` and :func:`to_hf` apply
+(``copy``, ``transpose``, ``split q|k|v``, ``rotate-half -> pairs``, ``split rows``), built from the pieces of
+:mod:`minitfm.pretrained.transforms`; the Llama-like families differ only in a few names (their norms, Phi-3's
+fused projections, the experts). :func:`to_minitfm` and :func:`to_hf` apply
 them in either direction after checking that no key is missing or extra and that every shape fits.
 """
 from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
-from typing import Callable, Optional
 
 import torch
 
 from minitfm.config import ModelConfig
 from minitfm.models import DecoderOnlyLM
-from minitfm.pretrained.conventions import _check_config, model_family
+from minitfm.pretrained.conventions import _check_config, check_family
+from minitfm.pretrained.families import DECODER_FAMILIES
+from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
+                                           rotate_half_permutation, split_fused_qkv, split_rows, to_rotate_half)
+# (rotate_half_permutation is read here by minitfm.exercises.pretrained, whose checks name this module)
 
 
 # ---- the key map -----------------------------------------------------------------------------------------------
-
-def split_fused_qkv(weight: torch.Tensor, d_model: int) -> list[torch.Tensor]:
-    """GPT-2's c_attn (Conv1D, (D, 3D), or its (3D,) bias) -> q, k, v as nn.Linear weights ((D, D)) or biases.
-
-    ValueError for any other shape (a fused q|k|v of grouped-query attention, (D, D + 2 D_kv), is not GPT-2's)."""
-    if not isinstance(weight, torch.Tensor):
-        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
-    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-        raise ValueError(f"d_model must be an int >= 1, got {d_model!r}")
-    want = (3 * d_model,) if weight.dim() == 1 else (d_model, 3 * d_model)
-    if tuple(weight.shape) != want:
-        raise ValueError(f"GPT-2's c_attn holds q, k and v of width d_model={d_model} side by side: expected shape "
-                         f"{want}, got {tuple(weight.shape)}")
-    if weight.dim() == 1:
-        return list(weight.split(d_model))  # (3D,) -> 3 x (D,)
-    return [w.t().contiguous() for w in weight.split(d_model, dim=1)]  # (D, 3D) -> 3 x (D_in, D) -> (D, D_in)
-
-
-def fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """The inverse of :func:`split_fused_qkv`; ValueError unless q, k and v have one shape (D, D) or (D,)."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    shapes = [tuple(t.shape) for t in (q, k, v)]
-    if len(set(shapes)) != 1 or len(shapes[0]) not in (1, 2) or (len(shapes[0]) == 2 and shapes[0][0] != shapes[0][1]):
-        raise ValueError(f"GPT-2's c_attn fuses three (D, D) projections (or (D,) biases), got q {shapes[0]}, "
-                         f"k {shapes[1]}, v {shapes[2]} (grouped-query attention has no GPT-2 layout)")
-    if q.dim() == 1:
-        return torch.cat([q, k, v])
-    return torch.cat([q.t(), k.t(), v.t()], dim=1).contiguous()
-
-
-def rotate_half_permutation(d_head: int) -> torch.Tensor:
-    """Row order that turns a rotate-half head (pairs (i, i + Dh/2)) into adjacent pairs (2i, 2i + 1).
-
-    minitfm's row 2i is the published row i and its row 2i + 1 the published row i + Dh/2: both then turn
-    with frequency i, so every rotation, and every score q . k, is unchanged."""
-    if isinstance(d_head, bool) or not isinstance(d_head, int) or d_head < 2 or d_head % 2:
-        raise ValueError(f"d_head must be an even int >= 2 (RoPE turns pairs), got {d_head!r}")
-    half = d_head // 2
-    return torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).flatten()  # [0, h, 1, h+1, ...]
-
-
-def _head_width(weight: torch.Tensor, n_heads: int) -> int:
-    """Dh of a q_proj/k_proj weight (rows = n_heads * Dh) or bias; ValueError unless Dh is a whole even number."""
-    if not isinstance(weight, torch.Tensor):
-        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
-    rows = weight.shape[0] if weight.dim() else 0
-    if weight.dim() not in (1, 2) or rows == 0 or rows % n_heads or (rows // n_heads) % 2:
-        raise ValueError(f"a q_proj/k_proj weight (or bias) has n_heads * Dh rows with an even head width Dh: "
-                         f"shape {tuple(weight.shape)} is not {n_heads} heads of an even width")
-    return rows // n_heads
-
-
-def from_rotate_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """q_proj/k_proj rows (or bias) of a rotate-half checkpoint, reordered for minitfm's adjacent pairs."""
-    d_head = _head_width(weight, n_heads)
-    perm = rotate_half_permutation(d_head).to(weight.device)
-    return weight.reshape(n_heads, d_head, *weight.shape[1:])[:, perm].reshape(weight.shape).contiguous()
-
-
-def to_rotate_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """The inverse of :func:`from_rotate_half`."""
-    d_head = _head_width(weight, n_heads)
-    inverse = torch.argsort(rotate_half_permutation(d_head)).to(weight.device)
-    return weight.reshape(n_heads, d_head, *weight.shape[1:])[:, inverse].reshape(weight.shape).contiguous()
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One published tensor: where it goes in minitfm and how it is transformed there and back."""
-
-    hf_key: str
-    minitfm_keys: tuple[str, ...]
-    how: str  # what the chapter's table shows
-    forward: Callable  # published tensor -> list of tensors, one per minitfm key (what to_minitfm applies)
-    inverse: Callable  # list of minitfm tensors -> the published tensor (what to_hf applies)
-    hf_shape: Optional[tuple] = None  # the published tensor's shape for this config (filled in by key_map)
-
-
-def _copy(hf_key: str, key: str) -> Rule:
-    return Rule(hf_key, (key,), "copy", lambda t: [t], lambda ts: ts[0])
-
-
-def _transposed(hf_key: str, key: str) -> Rule:
-    return Rule(hf_key, (key,), "transpose", lambda t: [t.t().contiguous()], lambda ts: ts[0].t().contiguous())
-
 
 def _gpt2_rules(c: ModelConfig) -> list[Rule]:
     rules = [_copy("transformer.wte.weight", "tok_emb.weight"), _copy("transformer.wpe.weight", "pos_emb.emb.weight")]
@@ -133,22 +49,98 @@ def _gpt2_rules(c: ModelConfig) -> list[Rule]:
     return rules
 
 
-def _llama_rules(c: ModelConfig) -> list[Rule]:
-    rules = [_copy("model.embed_tokens.weight", "tok_emb.weight")]
+_NORMS = {"input": (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm")),
+          "output": (("post_attention_layernorm", "attn_out_norm"), ("post_feedforward_layernorm", "ffn_out_norm")),
+          "both": (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "attn_out_norm"),
+                   ("pre_feedforward_layernorm", "ffn_norm"), ("post_feedforward_layernorm", "ffn_out_norm"))}
+_EXPERTS = {"mixtral": ("block_sparse_moe", {"gate": "w1", "up": "w3", "down": "w2"}),
+            "qwen": ("mlp", {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"})}
+
+
+def _pairs(heads: int) -> tuple:
+    """(forward, inverse) of the rotate-half permutation for a tensor of ``heads`` heads."""
+    return lambda t: from_rotate_half(t, heads), lambda t: to_rotate_half(t, heads)
+
+
+def _rotated(hf_key: str, key: str, heads: int) -> Rule:
+    forward, inverse = _pairs(heads)
+    return Rule(hf_key, (key,), "rotate-half -> pairs", lambda t: [forward(t)], lambda ts: inverse(ts[0]))
+
+
+def _stacked(hf_key: str, keys: tuple, sizes: tuple, permute: tuple = ()) -> Rule:
+    forward, inverse = split_rows(sizes, permute)
+    return Rule(hf_key, keys, "split rows" + (" + rotate-half -> pairs" if permute else ""), forward, inverse)
+
+
+def _attention_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
+    """q, k, v, o (fused in Phi-3) and the QK-norms of one layer: ``h`` the published prefix, ``m`` minitfm's."""
+    q_rows, kv_rows = c.n_heads * c.d_head, c.n_kv_heads * c.d_head
+    qkv_parts = ("weight", "bias") if (c.bias if c.qkv_bias is None else c.qkv_bias) else ("weight",)
+    rules = []
+    for part in qkv_parts:
+        if family == "phi3":
+            keys = tuple(f"{m}{p}_proj.{part}" for p in "qkv")
+            rules.append(_stacked(f"{h}qkv_proj.{part}", keys, (q_rows, kv_rows, kv_rows),
+                                  (_pairs(c.n_heads), _pairs(c.n_kv_heads))))
+            continue
+        rules += [_rotated(f"{h}q_proj.{part}", f"{m}q_proj.{part}", c.n_heads),
+                  _rotated(f"{h}k_proj.{part}", f"{m}k_proj.{part}", c.n_kv_heads),
+                  _copy(f"{h}v_proj.{part}", f"{m}v_proj.{part}")]
+    rules += [_copy(f"{h}o_proj.{part}", f"{m}out_proj.{part}") for part in ("weight", "bias")[:1 + c.bias]]
+    if c.qk_norm != "none":  # a norm over one head turns like one head; over all heads, like q and k
+        heads = (1, 1) if c.qk_norm == "head" else (c.n_heads, c.n_kv_heads)
+        rules += [_rotated(f"{h}{p}_norm.weight", f"{m}{p}_norm.weight", n) for p, n in zip("qk", heads)]
+    return rules
+
+
+def _ffn_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
     parts = ("weight", "bias") if c.bias else ("weight",)
+    experts = DECODER_FAMILIES[family].experts
+    if experts is not None:
+        module, names = _EXPERTS[experts]
+        rules = [_copy(f"{h}{module}.gate.weight", f"{m}ffn.router.weight")]
+        for e in range(c.n_experts):
+            rules += [_copy(f"{h}{module}.experts.{e}.{theirs}.weight", f"{m}ffn.experts.{e}.{ours}_proj.weight")
+                      for ours, theirs in names.items()]
+        return rules
+    if family == "phi3":
+        return [_stacked(f"{h}mlp.gate_up_proj.weight", (f"{m}ffn.gate_proj.weight", f"{m}ffn.up_proj.weight"),
+                         (c.d_ff, c.d_ff)), _copy(f"{h}mlp.down_proj.weight", f"{m}ffn.down_proj.weight")]
+    return [_copy(f"{h}mlp.{p}_proj.{part}", f"{m}ffn.{p}_proj.{part}") for part in parts
+            for p in ("gate", "up", "down")]
+
+
+def unfuse_experts(state: dict, family: str) -> dict:
+    """A ``transformers`` 5 MoE state dict in memory -> the per-expert keys of the family's files: the model fuses
+    every layer's experts into ``mlp.experts.gate_up_proj`` (E, 2F, D), gate rows first, and
+    ``mlp.experts.down_proj`` (E, D, F), and names Mixtral's router ``mlp.gate``. Other state dicts pass unchanged."""
+    experts = DECODER_FAMILIES[family].experts if family in DECODER_FAMILIES else None
+    if experts is None:
+        return state
+    module, names = _EXPERTS[experts]
+    out = {}
+    for key, tensor in state.items():
+        prefix, fused = key.rsplit("mlp.", 1) if ".mlp." in key else (key, None)
+        if fused == "gate.weight":
+            out[f"{prefix}{module}.gate.weight"] = tensor
+        elif fused in ("experts.gate_up_proj", "experts.down_proj"):
+            for e, matrix in enumerate(tensor):  # (2F, D) or (D, F) per expert
+                parts = matrix.chunk(2) if fused.endswith("gate_up_proj") else (matrix,)
+                for part, ours in zip(parts, ("gate", "up") if len(parts) == 2 else ("down",)):
+                    out[f"{prefix}{module}.experts.{e}.{names[ours]}.weight"] = part.contiguous()
+        else:
+            out[key] = tensor
+    return out
+
+
+def _decoder_rules(c: ModelConfig, family: str) -> list[Rule]:
+    """The key map of the Llama-like families (:data:`~minitfm.pretrained.families.DECODER_FAMILIES`)."""
+    rules = [_copy("model.embed_tokens.weight", "tok_emb.weight")]
     for i in range(c.n_layers):
         h, m = f"model.layers.{i}.", f"layers.{i}."
-        for part in parts:
-            for name, heads in (("q", c.n_heads), ("k", c.n_kv_heads)):
-                rules.append(Rule(f"{h}self_attn.{name}_proj.{part}", (f"{m}self_attn.{name}_proj.{part}",),
-                                  "rotate-half -> pairs",
-                                  lambda t, n=heads: [from_rotate_half(t, n)],
-                                  lambda ts, n=heads: to_rotate_half(ts[0], n)))
-            rules += [_copy(f"{h}self_attn.v_proj.{part}", f"{m}self_attn.v_proj.{part}"),
-                      _copy(f"{h}self_attn.o_proj.{part}", f"{m}self_attn.out_proj.{part}")]
-            rules += [_copy(f"{h}mlp.{p}_proj.{part}", f"{m}ffn.{p}_proj.{part}") for p in ("gate", "up", "down")]
-        rules += [_copy(f"{h}input_layernorm.weight", f"{m}attn_norm.weight"),
-                  _copy(f"{h}post_attention_layernorm.weight", f"{m}ffn_norm.weight")]
+        rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.")
+        rules += _ffn_rules(c, family, h, m)
+        rules += [_copy(f"{h}{theirs}.weight", f"{m}{ours}.weight") for theirs, ours in _NORMS[c.sublayer_norm]]
     rules.append(_copy("model.norm.weight", "final_norm.weight"))
     if not c.tie_embeddings:
         rules.append(_copy("lm_head.weight", "lm_head.weight"))
@@ -181,11 +173,12 @@ def _mismatch(what: str, missing: list, extra: list, config: ModelConfig, patter
     return f"{what}: missing {shown(missing)}, unexpected {shown(extra)}{note}"
 
 
-def key_map(config: ModelConfig) -> list[Rule]:
-    """Every published tensor of a model with this config, as a :class:`Rule` (with its published shape)."""
-    _check_config(config)
+def key_map(config: ModelConfig, family: str | None = None) -> list[Rule]:
+    """Every published tensor of a model with this config, as a :class:`Rule` (with its published shape), in the
+    layout of ``family`` (a ``model_type``; by default the first family that holds the config)."""
+    family = check_family(config, family)
     c = config.resolved()
-    rules = _gpt2_rules(c) if model_family(c) == "gpt2" else _llama_rules(c)
+    rules = _gpt2_rules(c) if family == "gpt2" else _decoder_rules(c, family)
     expected = _expected_shapes(c)
     with torch.device("meta"):  # the shapes only: each rule's inverse applied to empty tensors
         return [dataclasses.replace(rule, hf_shape=tuple(rule.inverse([torch.empty(expected[k]) for k in
@@ -209,19 +202,21 @@ def _normalise_keys(state: dict, family: str) -> dict:
     return out
 
 
-def to_minitfm(state: dict, config: ModelConfig) -> dict:
-    """A published state dict (GPT-2 or Llama keys) -> minitfm's state dict for ``DecoderOnlyLM(config)``.
+def to_minitfm(state: dict, config: ModelConfig, family: str | None = None) -> dict:
+    """A published state dict (keys of ``family``, by default the first that holds ``config``) -> minitfm's state
+    dict for ``DecoderOnlyLM(config)``. The loaders pass the ``model_type`` of the checkpoint's config.json.
 
     Raises ValueError naming every missing or unexpected key, and the first tensor whose shape does not fit.
     """
     _check_state(state, "published tensor names")
-    rules = key_map(config)
-    state = _normalise_keys(state, model_family(config))
+    family = check_family(config, family)
+    rules = key_map(config, family)
+    state = _normalise_keys(state, family)
     tied_head = state.pop("lm_head.weight", None) if config.tie_embeddings else None
     wanted = {r.hf_key for r in rules}
     missing, extra = sorted(wanted - set(state)), sorted(set(state) - wanted)
     if missing or extra:
-        raise ValueError(_mismatch(f"the checkpoint does not fit this {model_family(config)} config", missing, extra,
+        raise ValueError(_mismatch(f"the checkpoint does not fit this {family} config", missing, extra,
                                    config, r"(?:\.h|layers)\.(\d+)\."))
     expected = _expected_shapes(config)
     out = {}
@@ -255,13 +250,13 @@ def _expected_shapes(config: ModelConfig) -> dict[str, tuple]:
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-def to_hf(state: dict, config: ModelConfig) -> dict:
+def to_hf(state: dict, config: ModelConfig, family: str | None = None) -> dict:
     """minitfm's state dict -> the published keys and layouts (tied heads written once, as transformers does).
 
     Raises ValueError naming every missing and every unused key (a layer beyond the config's included), or
     the first tensor whose shape does not fit ``config``."""
     _check_state(state, "minitfm parameter names")
-    rules = key_map(config)
+    rules = key_map(config, family)
     expected = _expected_shapes(config)
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or extra:

@@ -26,7 +26,7 @@ def test_rmsnorm_eps_is_inside_the_square_root():
 def test_make_norm_choices():
     assert isinstance(make_norm("layer", 8), nn.LayerNorm)
     assert isinstance(make_norm("rms", 8), RMSNorm)
-    with pytest.raises(ValueError, match="norm must be one of 'layer', 'rms'; got 'batch'"):
+    with pytest.raises(ValueError, match="norm must be one of 'layer', 'rms', 'rms_offset'; got 'batch'"):
         make_norm("batch", 8)
 
 
@@ -63,7 +63,7 @@ def test_swiglu_default_size_keeps_the_parameter_count_of_a_4x_mlp(d_model):
 def test_make_ffn_and_errors():
     assert isinstance(make_ffn("swiglu", 12), SwiGLU)
     assert make_ffn("gelu", 12).activation == "gelu"
-    with pytest.raises(ValueError, match="ffn must be one of .*'swiglu'; got 'silu'"):
+    with pytest.raises(ValueError, match="ffn must be one of .*'swiglu', 'geglu', 'geglu_tanh'; got 'silu'"):
         make_ffn("silu", 12)
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 2"):
         FeedForward(8, dropout=2)

@@ -270,6 +270,14 @@ def _gqa_gpt2_config():
                                bos_id=VOCAB - 1, eos_id=VOCAB - 1)
 
 
+def _gemma_folder(tmp_path):
+    torch.manual_seed(0)
+    hf = transformers.GemmaForCausalLM(transformers.GemmaConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2,
+                                                                num_key_value_heads=1, head_dim=8, intermediate_size=24,
+                                                                vocab_size=VOCAB, pad_token_id=0))
+    return saved(hf, tmp_path, "gemma")
+
+
 def _llama_parts():
     hf = build(llama_config())
     return P.config_from_hf(hf.config.to_dict()), dict(hf.state_dict())
@@ -290,12 +298,27 @@ BAD_CHECKPOINTS = [
      ValueError, "ties the output head"),
     ("activation", lambda hf, c, s, t: P.config_from_hf({**hf.config.to_dict(), "activation_function": "swish"}),
      ValueError, "activation_function='swish'"),
-    ("sliding window", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(), "model_type": "mistral",
-                                                              "sliding_window": 4096}),
-     ValueError, "sliding_window=4096"),
-    ("yarn", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(),
-                                                    "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}),
-     ValueError, "rope_type='yarn'"),
+    ("chunked attention", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(), "model_type": "qwen2",
+                                                                 "use_sliding_window": True, "sliding_window": 8,
+                                                                 "layer_types": ["chunked_attention"] * 2}),
+     ValueError, re.escape("layer_types=['chunked_attention']")),
+    ("longrope", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(),
+                                                        "rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}),
+     ValueError, "rope_type='longrope'"),
+    ("yarn without its factor", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(), "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 1e4}}), ValueError,
+     re.escape("rope_type='yarn' without=['factor', 'original_max_position_embeddings']")),
+    ("partial rotary", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(), "model_type": "phi3",
+                                                              "rope_parameters": {"rope_theta": 1e4,
+                                                                                  "partial_rotary_factor": 0.5}}),
+     ValueError, "partial_rotary_factor=0.5"),
+    ("MoE with dense layers", lambda hf, c, s, t: P.config_from_hf({**llama_config().to_dict(), "model_type": "qwen3_moe",
+                                                                     "num_local_experts": 4, "num_experts_per_tok": 2,
+                                                                     "moe_intermediate_size": 8, "mlp_only_layers": [0]}),
+     ValueError, re.escape("mlp_only_layers=[0]")),
+    ("export as a family that cannot hold it", lambda hf, c, s, t: P.save_pretrained(P.load(_gemma_folder(t)), t / "x",
+                                                                                      family="llama"),
+     ValueError, "a llama config.json cannot hold this model: it differs in .*'norm': 'rms_offset'"),
     ("eos outside the vocabulary", lambda hf, c, s, t: P.config_from_hf({**hf.config.to_dict(), "eos_token_id": 50256}),
      ValueError, "eos_token_id=50256 is not an id of the vocabulary"),
     ("no config.json", lambda hf, c, s, t: P.load(t), ValueError, "has no config.json"),
@@ -691,7 +714,7 @@ BAD_ARGUMENTS = [
     ("save_pretrained to None", lambda hf, c, s, t: P.save_pretrained(minitfm.DecoderOnlyLM(_gpt2()), None),
      TypeError, E("directory must be a folder's path (str or pathlib.Path), got NoneType")),
     ("load_tokenizer a missing folder", lambda hf, c, s, t: P.load_tokenizer(t / "tok"), FileNotFoundError,
-     E("expected a folder holding GPT-2's vocab.json and merges.txt")),
+     E("expected a folder holding tokenizer files")),
     ("load_tokenizer a file", lambda hf, c, s, t: P.load_tokenizer(_a_file(t)), ValueError, E("f.txt is a file")),
     ("load_tokenizer None", lambda hf, c, s, t: P.load_tokenizer(None), TypeError, E("got NoneType")),
     # dtype and device, checked before any file is read
@@ -860,3 +883,22 @@ def test_a_config_without_bos_or_eos_ids_warns_that_zero_stands_in():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a config that names its ids loads without a warning
         assert P.config_from_hf(_config()).eos_id == VOCAB - 1
+
+
+def test_load_tokenizer_prefers_tokenizer_json_and_matches_hugging_face(tmp_path):
+    """A folder with a ``tokenizer.json`` (as Qwen's and Llama 3's ship, beside or instead of vocab.json) loads
+    through ``minitfm.text.tokenizer_json``; without any tokenizer file the error names what it looked for."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([" ".join(TEXTS * 20)], trainer)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    ours = P.load_tokenizer(tmp_path)
+    for text in TEXTS + ["two<|endoftext|>texts 注意力 🙂"]:
+        assert ours.encode(text) == tok.encode(text).ids
+    (tmp_path / "tokenizer.json").unlink()
+    with pytest.raises(ValueError, match="tokenizer.json and tokenizer.model"):
+        P.load_tokenizer(tmp_path)

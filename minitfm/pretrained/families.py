@@ -1,0 +1,271 @@
+"""The ``config.json`` of every Llama-like family, read into a :class:`~minitfm.config.ModelConfig` and written back.
+
+Llama 2 and 3, Mistral, Qwen 2 and 3, Gemma 1-3, Phi-3, OLMo 2, SmolLM3, Mixtral and Qwen3-MoE are one
+architecture (RMSNorm, RoPE, a gated FFN, grouped-query attention) with a few settings changed per family.
+:data:`DECODER_FAMILIES` says which, one row per ``model_type``; :func:`decoder_config_from_hf` reads every
+setting a family has (refusing, with its name, a value minitfm's models do not have), and
+:func:`decoder_config_json` writes a config in a family's terms, leaving out what the family cannot hold, so that
+:func:`minitfm.pretrained.conventions.model_family` sees the loss on the way back.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+from minitfm.config import ModelConfig
+from minitfm.layers.rope_scaling import RopeScaling
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a ``model_type`` fixes (the rest is read from its ``config.json``)."""
+
+    cls: str  # the transformers class that reads the export
+    norm: str = "rms"
+    qk_norm: str = "none"
+    sublayer_norm: str = "input"
+    gemma: bool = False  # (1 + w) norms, embeddings times sqrt(D), GELU-gated FFN, query_pre_attn_scalar
+    window_flag: bool = False  # the window needs use_sliding_window (the Qwen family, SmolLM3)
+    layer_types: bool = False  # per-layer windows from layer_types
+    bias: str = "llama"  # "llama": attention_bias == mlp_bias; "qkv": q/k/v only (Qwen 2); "none"
+    experts: str | None = None  # "mixtral" or "qwen" keys and settings
+    tied: bool = False  # tie_word_embeddings when the file does not say
+    windows: bool = True  # has sliding windows at all (Llama and Gemma 1 do not)
+
+
+DECODER_FAMILIES = {
+    "llama": Family("LlamaForCausalLM", windows=False),
+    "mistral": Family("MistralForCausalLM"),
+    "qwen2": Family("Qwen2ForCausalLM", window_flag=True, layer_types=True, bias="qkv"),
+    "qwen3": Family("Qwen3ForCausalLM", qk_norm="head", window_flag=True, layer_types=True, bias="none"),
+    "gemma": Family("GemmaForCausalLM", norm="rms_offset", gemma=True, bias="none", tied=True, windows=False),
+    "gemma2": Family("Gemma2ForCausalLM", norm="rms_offset", sublayer_norm="both", gemma=True, layer_types=True,
+                     bias="none", tied=True),
+    "gemma3_text": Family("Gemma3ForCausalLM", norm="rms_offset", qk_norm="head", sublayer_norm="both", gemma=True,
+                          layer_types=True, bias="none", tied=True),
+    "phi3": Family("Phi3ForCausalLM", bias="none"),
+    "olmo2": Family("Olmo2ForCausalLM", qk_norm="all", sublayer_norm="output", bias="none"),
+    "smollm3": Family("SmolLM3ForCausalLM", window_flag=True, layer_types=True, tied=True),
+    "mixtral": Family("MixtralForCausalLM", bias="none", experts="mixtral"),
+    "qwen3_moe": Family("Qwen3MoeForCausalLM", qk_norm="head", window_flag=True, layer_types=True, bias="none",
+                        experts="qwen"),
+}
+_GATES = {"silu": "swiglu", "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh", "gelu": "geglu"}
+
+
+def _refuse(condition: bool, setting: str, value, why: str) -> None:
+    if condition:
+        raise ValueError(f"this checkpoint sets {setting}={value!r}, which minitfm's models do not have ({why})")
+
+
+def _one_rope(params: dict) -> dict:
+    """The ModelConfig fields of one RoPE parameter dict (``rope_type`` default, linear, llama3 or yarn)."""
+    kind = params.get("rope_type", params.get("type", "default"))
+    theta = float(params.get("rope_theta", 10000.0))
+    partial = params.get("partial_rotary_factor", 1.0)
+    _refuse(partial != 1.0, "partial_rotary_factor", partial, "RoPE turns the whole head")
+    if kind == "linear":
+        return {"rope_base": theta, "rope_scale": float(params["factor"])}
+    if kind in ("llama3", "yarn"):
+        keys = {"factor": "factor", "original_max_position_embeddings": "original_max_len",
+                "low_freq_factor": "low_freq_factor", "high_freq_factor": "high_freq_factor",
+                "beta_fast": "beta_fast", "beta_slow": "beta_slow", "attention_factor": "attention_factor",
+                "mscale": "mscale", "mscale_all_dim": "mscale_all_dim", "truncate": "truncate"}
+        values = {ours: params[theirs] for theirs, ours in keys.items() if params.get(theirs) is not None}
+        lacking = [k for k in ("factor", "original_max_position_embeddings") if params.get(k) is None]
+        _refuse(bool(lacking), f"rope_type={kind!r} without", lacking, "minitfm needs the factor and the pretraining "
+                "context of a scaled RoPE")
+        return {"rope_base": theta, "rope_scaling": RopeScaling(kind, **values)}
+    _refuse(kind != "default", "rope_type", kind, "minitfm's RoPE knows 'default', 'linear', 'llama3' and 'yarn'")
+    return {"rope_base": theta}
+
+
+def rope_from_hf(hf: dict, model_type: str = "llama") -> dict:
+    """RoPE's ModelConfig fields from ``rope_parameters`` (transformers 5; per layer type for Gemma 3) or from
+    ``rope_theta``/``rope_scaling`` (and Gemma 3's ``rope_local_base_freq``: older files)."""
+    params = dict(hf.get("rope_parameters") or {})
+    if model_type == "gemma3_text" and not ({"full_attention", "sliding_attention"} & set(params)):
+        params = {"full_attention": {**(hf.get("rope_scaling") or {}), **params}}  # an older file: scaling is global
+    if "full_attention" in params or "sliding_attention" in params:  # Gemma 3: a base per kind of layer
+        out = _one_rope({"rope_theta": hf.get("rope_theta", 1e6), **(params.get("full_attention") or {})})
+        local = _one_rope({"rope_theta": hf.get("rope_local_base_freq", 1e4),
+                           **(params.get("sliding_attention") or {})})
+        _refuse(set(local) != {"rope_base"}, "rope_parameters['sliding_attention']", params.get("sliding_attention"),
+                "the sliding layers' RoPE is unscaled")
+        return {**out, "rope_local_base": local["rope_base"]}
+    scaling = hf.get("rope_scaling") or {}
+    return _one_rope({"rope_theta": hf.get("rope_theta", 10000.0), **scaling, **params})
+
+
+def _layer_types(hf: dict, model_type: str, n_layers: int) -> list:
+    """``layer_types``, or for an older file without it the pattern transformers derives from the file."""
+    if hf.get("layer_types") is not None:
+        return hf["layer_types"]
+    if model_type in ("gemma2", "gemma3_text"):  # every 2nd (Gemma 2) or 6th (Gemma 3) layer sees everything
+        period = 2 if model_type == "gemma2" else hf.get("sliding_window_pattern", 6)
+        sliding = [bool((i + 1) % period) for i in range(n_layers)]
+    elif model_type == "smollm3":  # windows on the NoPE layers only
+        sliding = [not rope for rope in hf.get("no_rope_layers") or [1] * n_layers]
+    else:  # the Qwen family: from layer max_window_layers on
+        sliding = [i >= hf.get("max_window_layers", 0) for i in range(n_layers)]
+    return ["sliding_attention" if s else "full_attention" for s in sliding]
+
+
+def _windows(hf: dict, fam: Family, n_layers: int, model_type: str) -> dict:
+    window = hf.get("sliding_window") if fam.windows else None
+    if fam.window_flag and not hf.get("use_sliding_window", False):
+        window = None
+    types = _layer_types(hf, model_type, n_layers) if fam.layer_types else None
+    if window is None:
+        return {}
+    layers = None
+    if types is not None:
+        unknown = set(types) - {"sliding_attention", "full_attention"}
+        _refuse(bool(unknown), "layer_types", sorted(unknown), "layers are 'full_attention' or 'sliding_attention'")
+        _refuse(len(types) != n_layers, "layer_types", types, f"one entry per layer ({n_layers})")
+        layers = tuple(i for i, kind in enumerate(types) if kind == "sliding_attention")
+        if not layers:
+            return {}
+        layers = None if len(layers) == n_layers else layers
+    return {"sliding_window": int(window), "sliding_layers": layers}
+
+
+def _experts(hf: dict, fam: Family) -> dict:
+    if fam.experts == "mixtral":
+        return {"n_experts": hf["num_local_experts"], "experts_per_token": hf["num_experts_per_tok"]}
+    _refuse(bool(hf.get("mlp_only_layers")), "mlp_only_layers", hf.get("mlp_only_layers"), "every layer is a MoE")
+    _refuse(hf.get("decoder_sparse_step", 1) != 1, "decoder_sparse_step", hf.get("decoder_sparse_step"),
+            "every layer is a MoE")
+    experts = hf.get("num_experts", hf.get("num_local_experts"))  # transformers 5 writes num_local_experts
+    return {"n_experts": experts, "experts_per_token": hf["num_experts_per_tok"],
+            "renormalize_experts": bool(hf.get("norm_topk_prob", False)), "d_ff": hf["moe_intermediate_size"]}
+
+
+def _biases(hf: dict, fam: Family) -> dict:
+    attn_bias, mlp_bias = bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False))
+    if fam.bias == "qkv":
+        return {"bias": False, "qkv_bias": True}
+    if fam.bias == "none":
+        _refuse(attn_bias or mlp_bias, "attention_bias/mlp_bias", (attn_bias, mlp_bias), "this family has no biases")
+        return {"bias": False}
+    _refuse(attn_bias != mlp_bias, "attention_bias/mlp_bias", (attn_bias, mlp_bias), "one bias flag for both")
+    return {"bias": attn_bias}
+
+
+def decoder_config_from_hf(hf: dict, model_type: str) -> ModelConfig:
+    """The ModelConfig of a Llama-like ``config.json`` of family ``model_type`` (dropout off)."""
+    fam = DECODER_FAMILIES[model_type]
+    act = hf.get("hidden_activation") or hf.get("hidden_act", "silu")
+    if model_type == "gemma" and act == "gelu":
+        act = "gelu_pytorch_tanh"  # transformers reads Gemma 1's legacy "gelu" as the tanh GELU it was trained with
+    ffn = _GATES.get(act)
+    _refuse(ffn is None or (ffn != "swiglu") != fam.gemma, "hidden_act", act,
+            "Gemma gates with GELU, the others with silu" if ffn else "a gated FFN with silu or GELU")
+    d, heads, vocab, n_layers = hf["hidden_size"], hf["num_attention_heads"], hf["vocab_size"], hf["num_hidden_layers"]
+    head_dim = hf.get("head_dim") or d // heads
+    _refuse(bool(hf.get("use_bidirectional_attention")), "use_bidirectional_attention", True, "decoders are causal")
+    fields = dict(
+        vocab_size=vocab, d_model=d, n_heads=heads, n_kv_heads=hf.get("num_key_value_heads") or heads,
+        head_dim=None if head_dim * heads == d else head_dim, d_ff=hf["intermediate_size"], n_layers=n_layers,
+        max_seq_len=hf["max_position_embeddings"], norm=fam.norm, norm_first=True, pos="rope", ffn=ffn, dropout=0.0,
+        tie_embeddings=bool(hf.get("tie_word_embeddings", fam.tied)), scale_embeddings=fam.gemma,
+        norm_eps=float(hf.get("rms_norm_eps", 1e-6)), qk_norm=fam.qk_norm, sublayer_norm=fam.sublayer_norm,
+        **_biases(hf, fam), **rope_from_hf(hf, model_type), **_windows(hf, fam, n_layers, model_type),
+        **special_ids(hf, vocab))
+    extra = {}
+    if fam.gemma and model_type != "gemma":
+        scalar = hf.get("query_pre_attn_scalar", 256)  # transformers' default for Gemma 2 and 3
+        extra["attn_scale"] = None if scalar == head_dim else float(scalar) ** -0.5
+        extra["attn_softcap"] = hf.get("attn_logit_softcapping")
+        extra["final_softcap"] = hf.get("final_logit_softcapping")
+    if model_type == "smollm3" and hf.get("no_rope_layers") is not None:
+        extra["nope_layers"] = tuple(i for i, rope in enumerate(hf["no_rope_layers"]) if not rope)
+    if fam.experts:
+        extra.update(_experts(hf, fam))
+    return ModelConfig(**{**fields, **extra})
+
+
+def special_ids(hf: dict, vocab: int) -> dict:
+    """bos_id, eos_id and pad_id from a ``config.json`` (every family, GPT-2 too)."""
+    out = {}
+    for name, key in (("bos_id", "bos_token_id"), ("eos_id", "eos_token_id"), ("pad_id", "pad_token_id")):
+        value = hf.get(key)
+        if isinstance(value, list):  # Llama 3 lists several end-of-text ids; the first is the one written
+            value = value[0] if value else None
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"config.json: {key} must be an int id (or a list of them), got {type(value).__name__} "
+                            f"{value!r}")
+        if value is not None and not 0 <= value < vocab:
+            raise ValueError(f"{key}={value} is not an id of the vocabulary (vocab_size={vocab})")
+        out[name] = None if value is None else int(value)
+    bos = out["bos_id"] if out["bos_id"] is not None else out["eos_id"]
+    eos = out["eos_id"] if out["eos_id"] is not None else bos
+    if bos is None:  # ModelConfig needs ids; generate stops at eos_id, so 0 is only a placeholder
+        warnings.warn("config.json names neither bos_token_id nor eos_token_id: minitfm uses id 0 for both, and "
+                      "config_to_hf (save_pretrained) writes 0 back; pass the real ids if the model has them",
+                      UserWarning, stacklevel=4)
+        bos = eos = 0
+    pad = out["pad_id"]
+    if pad in (bos, eos):
+        pad = None  # a pad that is also <bos>/<eos> (a common GPT-2 set-up) is no padding token of its own
+    return {"bos_id": bos, "eos_id": eos, "pad_id": pad}
+
+
+def _rope_json(c: ModelConfig) -> dict:
+    rope = {"rope_theta": c.rope_base, "rope_type": "default"}
+    if c.rope_scale != 1.0:
+        rope.update(rope_type="linear", factor=c.rope_scale)
+    if c.rope_scaling is not None:
+        s = c.rope_scaling
+        rope.update(rope_type=s.kind, factor=s.factor, original_max_position_embeddings=s.original_max_len)
+        if s.kind == "llama3":
+            rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor)
+        else:
+            rope.update(beta_fast=s.beta_fast, beta_slow=s.beta_slow, truncate=s.truncate,
+                        **{k: getattr(s, k) for k in ("attention_factor", "mscale", "mscale_all_dim")
+                           if getattr(s, k) is not None})
+    return rope
+
+
+def decoder_config_json(c: ModelConfig, model_type: str) -> dict:
+    """``c`` (resolved) as family ``model_type``'s ``config.json``; what the family cannot hold is left out."""
+    fam = DECODER_FAMILIES[model_type]
+    act = {"geglu_tanh": "gelu_pytorch_tanh", "geglu": "gelu"}.get(c.ffn, "silu") if fam.gemma else "silu"
+    rope = _rope_json(c)
+    out = {"model_type": model_type, "architectures": [fam.cls], "vocab_size": c.vocab_size, "hidden_size": c.d_model,
+           "intermediate_size": c.d_ff, "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads,
+           "num_key_value_heads": c.n_kv_heads, "head_dim": c.d_head, "max_position_embeddings": c.max_seq_len,
+           "rms_norm_eps": c.norm_eps, "attention_dropout": 0.0, "tie_word_embeddings": c.tie_embeddings,
+           "hidden_activation" if fam.gemma and model_type != "gemma" else "hidden_act": act,
+           "rope_parameters": rope, "bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}
+    if fam.bias == "llama":
+        out.update(attention_bias=c.bias, mlp_bias=c.bias)
+    windowed = [c.layer_window(i) is not None for i in range(c.n_layers)]
+    if fam.layer_types:
+        out["layer_types"] = ["sliding_attention" if w else "full_attention" for w in windowed]
+        out["sliding_window"] = c.sliding_window
+        if fam.window_flag:
+            out.update(use_sliding_window=c.sliding_window is not None, max_window_layers=0)
+    elif model_type != "gemma" and all(windowed):
+        out["sliding_window"] = c.sliding_window  # Mistral, Phi-3, Mixtral: one window for every layer
+    if fam.gemma and model_type != "gemma":
+        out["query_pre_attn_scalar"] = c.d_head if c.attn_scale is None else _pre_attn_scalar(c.attn_scale)
+        out.update(attn_logit_softcapping=c.attn_softcap, final_logit_softcapping=c.final_softcap)
+    if model_type == "gemma3_text":
+        local = {"rope_theta": c.rope_base if c.rope_local_base is None else c.rope_local_base, "rope_type": "default"}
+        out["rope_parameters"] = {"full_attention": rope, "sliding_attention": local}
+    if model_type == "smollm3":
+        out["no_rope_layers"] = [int(i not in c.nope_layers) for i in range(c.n_layers)]
+    if fam.experts == "mixtral":
+        out.update(num_local_experts=c.n_experts, num_experts_per_tok=c.experts_per_token)
+    elif fam.experts == "qwen":
+        out.update(num_local_experts=c.n_experts, num_experts_per_tok=c.experts_per_token, moe_intermediate_size=c.d_ff,
+                   norm_topk_prob=c.renormalize_experts, decoder_sparse_step=1, mlp_only_layers=[])
+    return out
+
+
+def _pre_attn_scalar(scale: float) -> float | int:
+    """query_pre_attn_scalar q with q^-0.5 = ``scale``: an int when it is one (as published configs write it)."""
+    q = scale ** -2
+    return round(q) if math.isclose(q, round(q), rel_tol=1e-12) else q

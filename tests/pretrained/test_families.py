@@ -1,0 +1,197 @@
+"""Every family minitfm loads beyond GPT-2 and Llama 2, against Hugging Face transformers, offline (issue 38).
+
+Each family's tiny checkpoint is built by transformers with random weights (initializer_range 0.15, and every
+norm weight moved off its initial value so that a norm read wrongly shows) and saved with save_pretrained:
+nothing is downloaded. Sliding windows are 7 keys wide and every sequence here is longer, so a window ignored
+or misplaced changes the logits. For each family: logits within 1e-5 (fp32), 50 greedy tokens identical with
+the KV cache, a left-padded batch, an export that re-imports bit-exact, and transformers loading the export.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+transformers.logging.set_verbosity_error()
+
+import minitfm  # noqa: E402
+from minitfm import pretrained as P  # noqa: E402
+from minitfm.generation.lean_refusal import refusal  # noqa: E402
+
+TOL = 1e-5
+VOCAB = 97
+WINDOW = 7
+BASE = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
+            vocab_size=VOCAB, max_position_embeddings=128, initializer_range=0.15, rms_norm_eps=1e-5,
+            bos_token_id=1, eos_token_id=2, pad_token_id=0)
+SLIDING = ["sliding_attention", "full_attention", "sliding_attention"]
+
+
+def _rope(**params):
+    return {"rope_parameters": {"rope_theta": 500.0, "rope_type": "default", **params}}
+
+
+# family -> (transformers config class, its settings, what the family shows off)
+FAMILIES = {
+    "llama3": ("LlamaConfig", _rope(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                    original_max_position_embeddings=16), "rope_type llama3"),
+    "llama-yarn": ("LlamaConfig", _rope(rope_type="yarn", factor=4.0, original_max_position_embeddings=16),
+                   "rope_type yarn"),
+    "qwen2": ("Qwen2Config", _rope(), "q/k/v biases only"),
+    "qwen2-sliding": ("Qwen2Config", {**_rope(), "use_sliding_window": True, "sliding_window": WINDOW,
+                                      "max_window_layers": 1}, "q/k/v biases, windows from layer 1"),
+    "qwen3": ("Qwen3Config", {**_rope(), "head_dim": 12}, "QK-norm per head, head_dim 12 != D/H"),
+    "mistral": ("MistralConfig", {**_rope(), "sliding_window": WINDOW}, "sliding window on every layer"),
+    "gemma": ("GemmaConfig", {**_rope(), "head_dim": 12}, "(1 + w) RMSNorm, sqrt(D) embeddings, GeGLU, head_dim"),
+    "gemma2": ("Gemma2Config", {**_rope(), "head_dim": 12, "query_pre_attn_scalar": 20, "sliding_window": WINDOW,
+                                "layer_types": SLIDING, "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0},
+               "soft-caps, sandwich norms, local/global layers, query_pre_attn_scalar"),
+    "gemma3": ("Gemma3TextConfig", {"head_dim": 12, "query_pre_attn_scalar": 20, "sliding_window": WINDOW,
+                                    "layer_types": SLIDING, "rope_parameters": {
+                                        "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
+                                        "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}}},
+               "QK-norm (1 + w), sandwich norms, local RoPE base, scaled global RoPE"),
+    "phi3": ("Phi3Config", {**_rope(), "sliding_window": WINDOW}, "fused qkv and gate_up, sliding window"),
+    "olmo2": ("Olmo2Config", _rope(), "norms on the sublayers' outputs, QK-norm over all heads"),
+    "smollm3": ("SmolLM3Config", {**_rope(), "no_rope_layers": [1, 0, 1]}, "a NoPE layer"),
+    "mixtral": ("MixtralConfig", {**_rope(), "num_local_experts": 4, "num_experts_per_tok": 2,
+                                  "sliding_window": WINDOW}, "top-2 of 4 experts, renormalised; sliding window"),
+    "qwen3_moe": ("Qwen3MoeConfig", {**_rope(), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+                                     "norm_topk_prob": False}, "top-2 of 4 experts, not renormalised; QK-norm"),
+}
+
+
+def hf_model(name: str, seed: int = 0):
+    cls_name, settings, _ = FAMILIES[name]
+    config = getattr(transformers, cls_name)(**{**BASE, **settings})
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if "norm" in key:  # ones (or zeros for Gemma's 1 + w) at init: a norm misread would not show
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def pair(request, tmp_path_factory):
+    """(family, transformers model, the same checkpoint loaded into minitfm, checkpoint folder)."""
+    hf = hf_model(request.param)
+    folder = tmp_path_factory.mktemp(request.param.replace("-", "_"))
+    hf.save_pretrained(folder)
+    return request.param, hf, P.load(folder), folder
+
+
+@torch.no_grad()
+def test_logits_match_transformers_beyond_the_window(pair):
+    _, hf, model, _ = pair
+    for shape in [(1, 1), (1, 9), (3, 40)]:
+        tokens = torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(shape[1]))
+        want, got = hf(tokens).logits, model(tokens)
+        assert want.abs().max() > 1.0  # logits of a size that makes 1e-5 a real test
+        assert (want - got).abs().max() <= TOL, shape
+
+
+@torch.no_grad()
+def test_left_padded_batch_matches(pair):
+    _, hf, model, _ = pair
+    tokens = torch.randint(0, VOCAB, (3, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, :5], mask[2, :11] = False, False  # left padding
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    want = hf(tokens, attention_mask=mask.long(), position_ids=positions).logits
+    got = model(tokens, key_mask=mask)
+    assert (want - got)[mask].abs().max() <= TOL  # real positions; padding rows are undefined in both
+    if model.config.sliding_window is None:  # a window counts columns, padding included, as transformers does
+        assert (got[2:, 11:] - model(tokens[2:, 11:])).abs().max() <= TOL
+
+
+def test_greedy_generation_identical_with_the_kv_cache(pair):
+    _, hf, model, _ = pair
+    prompt = torch.tensor([[5, 3, 17, 42, 8]])
+    want = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=50, min_new_tokens=50,
+                       eos_token_id=None, pad_token_id=0, do_sample=False)
+    got = minitfm.generate(model, prompt, 50, eos_id=-1).tokens  # the lean step where it serves, else the modules
+    assert torch.equal(want, got)
+    uncached = minitfm.generate(model, prompt, 50, eos_id=-1, use_cache=False).tokens
+    assert torch.equal(uncached, got)
+
+
+def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path):
+    name, hf, model, folder = pair
+    family = P.family_of(P.read_config(folder))
+    out = P.save_pretrained(model, tmp_path / "export", family=family)
+    again = P.load(out)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, again.state_dict()[key]), key
+    original, exported = P.read_state_dict(folder), P.read_state_dict(out)
+    assert exported.keys() <= original.keys()
+    for key, value in exported.items():  # the published layouts come back to the bit
+        assert torch.equal(value, original[key]), key
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(reloaded) is type(hf)
+    tokens = torch.randint(0, VOCAB, (2, 30), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (reloaded(tokens).logits - model(tokens)).abs().max() <= TOL
+
+
+def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
+    """generate's decode steps take the lean step (the greedy test above checks its tokens), or the modules for
+    a mixture of experts, whose router picks each token's experts."""
+    name, _, model, _ = pair
+    reason = refusal(model)
+    assert (reason is None) != (name in ("mixtral", "qwen3_moe")), reason
+    assert reason is None or "MoEFeedForward" in reason
+
+
+def test_every_family_is_covered():
+    covered = {P.family_of({"model_type": getattr(transformers, FAMILIES[n][0]).model_type}) for n in FAMILIES}
+    assert covered == set(P.FAMILIES) - {"gpt2"}
+
+
+@pytest.mark.parametrize("family", ["qwen3", "gemma2", "olmo2", "smollm3", "mixtral", "qwen3_moe", "phi3"])
+def test_model_family_needs_the_familys_settings(family):
+    """A config round-trips to the family that holds it; dropping one of its settings moves it elsewhere."""
+    hf = hf_model(family)
+    config = P.config_from_hf(hf.config.to_dict())
+    assert P.check_family(config, family) == family
+    with pytest.raises(ValueError, match="cannot hold this model"):
+        P.check_family(config, "llama")
+
+
+def test_from_transformers_reads_the_model_in_memory(pair):
+    name, hf, model, _ = pair
+    again = P.from_transformers(hf)  # MoE: transformers 5 fuses the experts in memory, the files keep them apart
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, again.state_dict()[key]), key
+
+
+def test_the_later_conventions_extend_the_table():
+    table = P.conventions_table(later=True)
+    assert table.startswith(P.conventions_table()) and table.count("\n") == len(P.CONVENTIONS + P.LATER_CONVENTIONS) + 1
+    for word in ("qk_norm", "rms_offset", "sliding_layers", "nope_layers", "qkv_proj", "norm_topk_prob", "llama3",
+                 "query_pre_attn_scalar", "post_feedforward_layernorm"):
+        assert word in table
+
+
+@pytest.mark.parametrize("name", ["gemma2", "gemma3", "qwen2-sliding", "llama3"])
+def test_an_older_config_json_reads_as_transformers_5s(name):
+    """Files written by transformers 4 (on the Hub) have rope_theta/rope_scaling, rope_local_base_freq and
+    sliding_window_pattern instead of rope_parameters and layer_types; they give the same config."""
+    new = hf_model(name).config.to_dict()
+    old = {k: v for k, v in new.items() if k not in ("rope_parameters", "layer_types")}
+    rope = new["rope_parameters"]
+    if name == "gemma3":
+        old.update(rope_theta=rope["full_attention"]["rope_theta"], rope_local_base_freq=rope["sliding_attention"][
+            "rope_theta"], rope_scaling={k: v for k, v in rope["full_attention"].items() if k != "rope_theta"})
+        old["sliding_window_pattern"] = 3  # every 3rd layer sees everything: layers 0, 1 slide, layer 2 does not
+    else:
+        old.update(rope_theta=rope["rope_theta"], rope_scaling={k: v for k, v in rope.items() if k != "rope_theta"})
+    want = P.config_from_hf(new)
+    if name == "gemma3":
+        want = P.config_from_hf({**new, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]})
+    assert P.config_from_hf(old) == want
