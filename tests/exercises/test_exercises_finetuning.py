@@ -12,28 +12,26 @@ def lora_ok(x, weight, a, b, alpha, r):
     return x @ weight.T + (alpha / r) * (x @ a.T) @ b.T
 
 
-def labels_ok(ids, spans):
+def assistant_labels(ids, spans, *, start="content_start", end_offset=0):
+    """The labels of the assistant turns from ``span.<start>`` to ``span.stop - end_offset``, -100 elsewhere."""
     labels = [-100] * len(ids)
     for span in spans:
         if span.role == "assistant":
-            labels[span.content_start:span.stop] = ids[span.content_start:span.stop]
+            first, stop = getattr(span, start), span.stop - end_offset
+            labels[first:stop] = ids[first:stop]
     return labels
+
+
+def labels_ok(ids, spans):
+    return assistant_labels(ids, spans)
 
 
 def labels_no_end(ids, spans):
-    labels = [-100] * len(ids)
-    for span in spans:
-        if span.role == "assistant":
-            labels[span.content_start:span.stop - 1] = ids[span.content_start:span.stop - 1]
-    return labels
+    return assistant_labels(ids, spans, end_offset=1)
 
 
 def labels_with_role(ids, spans):
-    labels = [-100] * len(ids)
-    for span in spans:
-        if span.role == "assistant":
-            labels[span.start:span.stop] = ids[span.start:span.stop]
-    return labels
+    return assistant_labels(ids, spans, start="start")
 
 
 CASES = {
