@@ -1,16 +1,22 @@
 """Parameter accounting: an exact count by part of the model, and the closed-form formula that matches it.
 
-Glossary: V vocab_size, D d_model, H heads, H_kv key/value heads, Dh = D / H, F d_ff, T_max max_seq_len,
-L layers. Parts: ``embeddings`` (token table, learned positions), ``attention`` (q/k/v/out projections,
-self and cross), ``ffn``, ``norms`` (every LayerNorm/RMSNorm, final norms included), ``head`` (the
-output projection; 0 when tied to the embedding, since it is the same matrix).
+Glossary: V vocab_size, D d_model, H heads, H_kv key/value heads, Dh head size (``head_dim``, else D / H), F d_ff
+(one expert's hidden size in a mixture of experts), T_max max_seq_len, L layers, E experts, k experts per token.
+Parts: ``embeddings`` (token table, learned positions), ``attention`` (q/k/v/out projections, self and cross,
+with their QK-norms), ``ffn`` (the MLP; in a mixture of experts the router and every expert), ``norms`` (every
+LayerNorm/RMSNorm around the sublayers, sandwich and output norms and final norms included), ``head`` (the output
+projection; 0 when tied to the embedding, since it is the same matrix).
+
+A mixture of experts stores E experts per layer but runs k of them for a token: :func:`active_params` counts
+what one token uses (Mixtral 8x7B: 46.7B stored, 12.9B per token).
 """
 from __future__ import annotations
 
 from torch import nn
 
 from minitfm.config import ModelConfig
-from minitfm.layers.feedforward import FeedForward, SwiGLU
+from minitfm.layers.feedforward import GATED, FeedForward, SwiGLU
+from minitfm.layers.moe import MoEFeedForward
 from minitfm.layers.multihead import MultiHeadAttention
 from minitfm.layers.norms import RMSNorm
 from minitfm.layers.positional import LearnedPositionalEmbedding
@@ -22,9 +28,9 @@ MODEL_KINDS = ("decoder_only", "encoder_decoder")
 def _part(name: str, module: nn.Module) -> str | None:
     if isinstance(module, LearnedPositionalEmbedding) or name == "tok_emb":
         return "embeddings"
-    if isinstance(module, MultiHeadAttention):
+    if isinstance(module, MultiHeadAttention):  # its QK-norms too: they are inside it
         return "attention"
-    if isinstance(module, (FeedForward, SwiGLU)):
+    if isinstance(module, (FeedForward, SwiGLU, MoEFeedForward)):  # SwiGLU covers GeGLU; MoE: router + experts
         return "ffn"
     if isinstance(module, (nn.LayerNorm, RMSNorm)):
         return "norms"
@@ -43,7 +49,7 @@ def count_params(model: nn.Module) -> dict[str, int]:
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     counts = dict.fromkeys(PARTS, 0)
     seen: set[int] = set()
-    for name, module in model.named_modules():
+    for name, module in model.named_modules():  # a module comes before its children: the outer part wins
         part = _part(name, module)
         if part is None:
             continue
@@ -58,37 +64,74 @@ def count_params(model: nn.Module) -> dict[str, int]:
     return counts
 
 
-def attention_params(c: ModelConfig) -> int:
-    """q_proj D x H Dh, k_proj and v_proj D x H_kv Dh each, out_proj H Dh x D, plus their biases."""
+def _check(c: ModelConfig, name: str = "c") -> ModelConfig:
     if not isinstance(c, ModelConfig):
-        raise TypeError(f"c must be a ModelConfig, got {type(c).__name__}")
-    c = c.resolved()
+        raise TypeError(f"{name} must be a ModelConfig, got {type(c).__name__}")
+    return c.resolved()
+
+
+def attention_params(c: ModelConfig) -> int:
+    """One attention sublayer: q_proj D x H Dh, k_proj and v_proj D x H_kv Dh each, out_proj H Dh x D; biases
+    H Dh + 2 H_kv Dh on q, k, v (``qkv_bias``, which defaults to ``bias``) and D on out_proj (``bias``); the
+    QK-norm's RMSNorm weights, 2 Dh for ``qk_norm="head"`` (one of width Dh for q, one for k, shared by the heads)
+    or (H + H_kv) Dh for ``"all"`` (one over every query head's features, one over every key head's)."""
+    c = _check(c)
     q, kv = c.n_heads * c.d_head, c.n_kv_heads * c.d_head
     weights = c.d_model * q + 2 * c.d_model * kv + q * c.d_model
-    return weights + (q + 2 * kv + c.d_model if c.bias else 0)
+    qkv_bias = c.bias if c.qkv_bias is None else c.qkv_bias
+    biases = (q + 2 * kv if qkv_bias else 0) + (c.d_model if c.bias else 0)
+    qk_norm = {"none": 0, "head": 2 * c.d_head, "all": q + kv}[c.qk_norm]
+    return weights + biases + qk_norm
 
 
-def ffn_params(c: ModelConfig) -> int:
-    """MLP: up D x F and down F x D (+ biases F + D); SwiGLU adds gate D x F (+ bias F)."""
-    n_in = 2 if c.ffn == "swiglu" else 1  # input-side matrices: up (and gate)
+def mlp_params(c: ModelConfig) -> int:
+    """One MLP (the dense FFN, or one expert): up D x F and down F x D (+ biases F + D); the gated kinds (SwiGLU,
+    GeGLU, ``geglu_tanh``) add gate D x F (+ bias F)."""
+    c = _check(c)
+    n_in = 2 if c.ffn in GATED else 1  # input-side matrices: up (and gate)
     weights = (n_in + 1) * c.d_model * c.d_ff
     return weights + (n_in * c.d_ff + c.d_model if c.bias else 0)
 
 
+def ffn_params(c: ModelConfig, active: bool = False) -> int:
+    """One FFN sublayer: the MLP of :func:`mlp_params`; with ``n_experts`` the router D x E (no bias) plus E MLPs,
+    or with ``active=True`` the router plus the k MLPs that one token runs."""
+    c = _check(c)
+    if not isinstance(active, bool):
+        raise TypeError(f"active must be a bool, got {type(active).__name__}")
+    if c.n_experts is None:
+        return mlp_params(c)
+    return c.d_model * c.n_experts + (c.experts_per_token if active else c.n_experts) * mlp_params(c)
+
+
+def norms_per_layer(c: ModelConfig, cross_attention: bool = False) -> int:
+    """Norms in one block: 1 per self-attention and FFN sublayer (Pre-LN's input norm, OLMo 2's output norm, or
+    Post-LN's), 2 with ``sublayer_norm="both"`` (Gemma 2/3's sandwich); cross-attention always has 1."""
+    c = _check(c)
+    per_sublayer = 2 if c.sublayer_norm == "both" else 1
+    return 2 * per_sublayer + (1 if cross_attention else 0)
+
+
 def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str, int]:
-    """The closed-form count of :func:`count_params` for a ``"decoder_only"`` or ``"encoder_decoder"`` model."""
-    if not isinstance(config, ModelConfig):
-        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+    """The closed-form count of :func:`count_params` for a ``"decoder_only"`` or ``"encoder_decoder"`` model.
+
+    embeddings V D (+ T_max D if learned positions); attention and ffn: one sublayer's
+    :func:`attention_params` and :func:`ffn_params` times the sublayers; norms: :func:`norms_per_layer` per block
+    plus one final norm per stack (Pre-LN), each D (RMSNorm) or 2 D (LayerNorm: weight and bias); head V D
+    (0 if tied).
+    """
+    c = _check(config, "config")
     if kind not in MODEL_KINDS:
         raise ValueError(f"kind must be one of {MODEL_KINDS}, got {kind!r}")
-    c = config.resolved()
     norm = 2 * c.d_model if c.norm == "layer" else c.d_model  # LayerNorm has weight and bias
     if kind == "decoder_only":
-        n_attn, n_ffn, n_norms = c.n_layers, c.n_layers, 2 * c.n_layers + c.norm_first
+        n_attn, n_ffn = c.n_layers, c.n_layers
+        n_norms = c.n_layers * norms_per_layer(c) + c.norm_first
     else:
         enc, dec = c.n_encoder_layers, c.n_decoder_layers
-        # encoder: self-attn + FFN (2 norms); decoder: self + cross + FFN (3 norms); a final norm each if Pre-LN
-        n_attn, n_ffn, n_norms = enc + 2 * dec, enc + dec, 2 * enc + 3 * dec + 2 * c.norm_first
+        # encoder: self-attn + FFN; decoder: self + cross + FFN; a final norm after each stack if Pre-LN
+        n_attn, n_ffn = enc + 2 * dec, enc + dec
+        n_norms = enc * norms_per_layer(c) + dec * norms_per_layer(c, cross_attention=True) + 2 * c.norm_first
     counts = {
         "embeddings": c.vocab_size * c.d_model + (c.max_seq_len * c.d_model if c.pos == "learned" else 0),
         "attention": n_attn * attention_params(c),
@@ -98,3 +141,18 @@ def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str
     }
     counts["total"] = sum(counts.values())
     return counts
+
+
+def active_params(config: ModelConfig, kind: str = "decoder_only") -> int:
+    """The parameters one token's forward pass uses: :func:`estimate_params`'s total less, in every FFN sublayer,
+    the E - k experts the router did not pick (equal to the total for a dense model).
+
+    Counted as the mixture-of-experts papers count it: the whole embedding table and head (a token reads one row
+    of the table but the head multiplies all of it) and the router. Mixtral 8x7B (D 4096, 32 layers, 32 heads,
+    8 key/value heads, F 14336, V 32000, 8 experts, top-2, untied): 46.7B total, 12.9B active (Mistral AI's
+    announcement; Jiang et al., 2024 round them to 47B and 13B).
+    """
+    c = _check(config, "config")
+    total = estimate_params(c, kind)["total"]
+    n_ffn = c.n_layers if kind == "decoder_only" else c.n_encoder_layers + c.n_decoder_layers
+    return total - n_ffn * (ffn_params(c) - ffn_params(c, active=True))

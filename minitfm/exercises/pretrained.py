@@ -1,7 +1,11 @@
-"""Checkers for loading a published checkpoint: split GPT-2's fused c_attn, undo Llama's rotate-half order.
+"""Checkers for loading a published checkpoint: split GPT-2's fused c_attn, undo Llama's rotate-half order (chapter
+13); and what today's open decoders changed (chapter 13b): Gemma 2's soft-cap and a sliding-window causal mask.
 
 Glossary: D d_model, H heads (of q, or of k and v), Dh = rows per head, D_in the input width of a projection.
-The expected answers are :func:`minitfm.pretrained.split_fused_qkv` and :func:`minitfm.pretrained.from_rotate_half`.
+The expected answers are :func:`minitfm.pretrained.split_fused_qkv` and :func:`minitfm.pretrained.from_rotate_half`;
+``c * tanh(x / c)``, the cap of :func:`minitfm.layers.attention.scaled_dot_product_attention`; and
+:func:`minitfm.layers.masks.sliding_window_mask` combined with :func:`minitfm.layers.masks.causal_mask` (W: a query
+sees itself and the W - 1 keys before it; the queries are the last T_q of the T_k positions, as with a KV cache).
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import itertools
 import torch
 
 from minitfm.exercises._core import Case, CheckResult, Mistake, randn, run_cases
+from minitfm.layers import masks
 from minitfm.pretrained import weights as lib
 
 QKV = ("q", "k", "v")
@@ -148,3 +153,78 @@ def check_from_rotate_half(from_rotate_half, verbose: bool = True) -> CheckResul
         case("3 heads of Dh=8, D_in=24: (24, 24)", 3, 8, 24, seed=5),
     ]
     return run_cases("check_from_rotate_half", from_rotate_half, cases, verbose=verbose)
+
+
+# ---- chapter 13b: the soft-cap and the sliding window ----------------------------------------------------------
+FLOAT_MASK = "your mask is not bool: return True where the query may attend, False elsewhere (a bool tensor)"
+
+
+def _softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
+    return cap * torch.tanh(x / cap)
+
+
+def check_softcap(softcap, verbose: bool = True) -> CheckResult:
+    """Check ``softcap(x, cap) -> tensor`` of ``x``'s shape and dtype: ``cap * tanh(x / cap)``, the identity for
+    ``|x|`` much smaller than ``cap`` and never outside ``(-cap, cap)``."""
+    mistakes = [
+        Mistake("you clamped: a soft-cap is smooth, cap * tanh(x / cap), not a hard clip to [-cap, cap]",
+                lambda i: i["x"].clamp(-i["cap"], i["cap"])),
+        Mistake("you forgot to divide by the cap inside the tanh: cap * tanh(x) saturates at |x| of about 1, "
+                "whatever the cap", lambda i: i["cap"] * torch.tanh(i["x"])),
+        Mistake("you forgot to multiply by the cap outside the tanh: tanh(x / cap) lies in (-1, 1), so the capped "
+                "values lose their scale", lambda i: torch.tanh(i["x"] / i["cap"])),
+        Mistake("you multiplied inside and divided outside: the cap is cap * tanh(x / cap)",
+                lambda i: torch.tanh(i["x"] * i["cap"]) / i["cap"]),
+    ]
+
+    def case(what, shape, cap, scale, seed, dtype=torch.float32):
+        def make():
+            return {"x": randn(*shape, seed=seed, dtype=dtype) * scale, "cap": cap}
+        return Case(what, make, _softcap(make()["x"], cap), mistakes)
+
+    cases = [
+        case("scores of order 1 with Gemma 2's attention cap 50: almost unchanged", (2, 4, 5, 5), 50.0, 1.0, seed=1),
+        case("logits of order 100 with the final cap 30: squashed towards +-30", (3, 11), 30.0, 100.0, seed=2),
+        case("a cap of 1 on numbers of order 3", (7,), 1.0, 3.0, seed=3),
+        case("float64 scores, cap 5", (4, 4), 5.0, 10.0, seed=4, dtype=torch.float64),
+        case("one number, cap 2", (1,), 2.0, 0.5, seed=5),
+    ]
+    return run_cases("check_softcap", softcap, cases, verbose=verbose)
+
+
+def _window(t_q: int, t_k: int, w: int) -> torch.Tensor:
+    return masks.causal_mask(t_q, t_k)[0] & masks.sliding_window_mask(t_q, t_k, w)
+
+
+def check_sliding_window_mask(sliding_window_causal_mask, verbose: bool = True) -> CheckResult:
+    """Check ``sliding_window_causal_mask(t_q, t_k, window) -> (T_q, T_k) bool`` (a leading axis of size 1 is fine).
+
+    ``True`` where query i may attend to key j: j is not in its future (causal) and is one of the ``window``
+    latest keys counting the query itself, i.e. ``i' - window < j <= i'`` with ``i' = i + (T_k - T_q)`` the
+    query's absolute position (the queries are the last T_q of T_k positions, as with a KV cache)."""
+    cases = []
+    for t_q, t_k, w, what in ((6, 6, 3, "6 x 6 with W=3"), (5, 5, 1, "W=1: each query sees only itself"),
+                              (4, 4, 9, "W=9 larger than the sequence: the causal mask alone"),
+                              (2, 8, 3, "2 new queries over 8 keys (a KV cache), W=3"),
+                              (1, 10, 4, "one decode step over 10 keys, W=4"), (7, 7, 7, "W=T=7")):
+        ref = _window(t_q, t_k, w)
+        mistakes = [
+            Mistake(FLOAT_MASK, lambda _, r=ref: r.float()),
+            Mistake("True and False are swapped: True must mean 'may attend'", lambda _, r=ref: ~r),
+            Mistake("off by one: a window of W keys counts the query itself, so query i sees keys i - W + 1 .. i; "
+                    "yours sees one key more", lambda _, q=t_q, k=t_k, w=w: _window(q, k, w + 1)),
+            Mistake("off by one: a window of W keys counts the query itself, so query i sees keys i - W + 1 .. i; "
+                    "yours sees one key fewer", lambda _, q=t_q, k=t_k, w=w: _window(q, k, max(w - 1, 1))
+                    if w > 1 else torch.zeros(q, k, dtype=torch.bool)),
+            Mistake("your mask lets queries see the future: combine the window with the causal mask",
+                    lambda _, q=t_q, k=t_k, w=w: masks.sliding_window_mask(q, k, w)),
+            Mistake("your mask is the causal mask alone: keys more than W - 1 positions back must be hidden",
+                    lambda _, q=t_q, k=t_k: masks.causal_mask(q, k)[0]),
+            Mistake("your mask is aligned top-left: with T_k > T_q the queries are the LAST T_q positions",
+                    lambda _, q=t_q, k=t_k, w=w: _window(k, k, w)[:q]),
+        ]
+        mistakes = [m for m in mistakes if not torch.equal(m.answer({}), ref)]  # never a "mistake" equal to the answer
+        cases.append(Case(what, lambda q=t_q, k=t_k, w=w: {"t_q": q, "t_k": k, "window": w}, ref, mistakes,
+                          normalize=lambda m: m[0] if isinstance(m, torch.Tensor) and m.dim() == 3 and m.shape[0] == 1
+                          else m))
+    return run_cases("check_sliding_window_mask", sliding_window_causal_mask, cases, verbose=verbose)

@@ -80,7 +80,9 @@ class _NextLogits:
         if self.encoder_decoder:
             self.memory, self.src_mask = model.encode(src)  # (B, S, D), (B, 1, 1, S): once for all steps
         if use_cache:
-            extra = {"memory_len": src.shape[1]} if self.encoder_decoder else {}
+            # a decoder-only model's sliding-window layers keep only their window (a SlidingKVCache) unless the caller
+            # asked for another cache class than the default
+            extra = {"memory_len": src.shape[1]} if self.encoder_decoder else {"bounded": cache_cls is KVCache}
             self.caches = model.new_caches(batch_size, total_len, cache_cls, **extra)
             if not self.encoder_decoder and refusal(model) is None:  # checked now, in eval mode, on every call
                 self.lean = LeanDecoder(model, total_len) if decoder is None else decoder
@@ -220,6 +222,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
             without a padding token (``pad_id=None``) fills a stopped row with ``eos_id``.
         use_cache: reuse keys/values (fast) or recompute the whole prefix every step (slow, simple).
         cache_cls: :class:`~minitfm.layers.kv_cache.KVCache` or :class:`~minitfm.layers.kv_cache.ConcatKVCache`.
+            With the default, a decoder-only model's sliding-window layers get a
+            :class:`~minitfm.layers.kv_cache.SlidingKVCache`, which holds only their window.
         return_logits: also return the raw (B, N, V) logits of every step.
         clock: the timer of ``step_times``: wall time by default; ``time.process_time`` counts only this
             process's CPU time, a steadier measure on a machine shared with other jobs.

@@ -8,6 +8,7 @@ SmolLM3, Mixtral and Qwen3-MoE load into :class:`~minitfm.models.DecoderOnlyLM`,
 ``weights``                 the key map: one rule per published tensor; ``to_minitfm`` and ``to_hf`` apply them
 ``files``                   reading a checkpoint folder's files, and every way one can be damaged
 ``hub``                     ``load``, ``from_pretrained``, ``from_transformers``, ``save_pretrained``, tokenizers
+``published``               nine published models' ``config.json`` and the parameter counts their authors state
 ==========================  ==============================================================================
 
 ``minitfm.pretrained`` re-exports the public names of these modules (``from minitfm import pretrained as P;

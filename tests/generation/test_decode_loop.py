@@ -399,3 +399,30 @@ def test_a_masked_token_between_real_ones_is_hidden_not_refused():
     uncached = generate(model, prompt, 4, eos_id=-1, prompt_mask=prompt != PAD, return_logits=True, use_cache=False)
     assert torch.equal(hidden.tokens, uncached.tokens)
     torch.testing.assert_close(hidden.logits, uncached.logits, atol=1e-5, rtol=1e-5)
+
+
+def test_generate_keeps_only_the_window_of_a_sliding_window_layer(monkeypatch):
+    """generate's default cache gives each windowed layer a SlidingKVCache (W positions, however long the text), and
+    the tokens equal the uncached recompute; ConcatKVCache, asked for by name, is left as asked."""
+    from minitfm.layers import kv_cache
+
+    made = []
+    original = kv_cache.SlidingKVCache.__init__
+
+    def spy(self, *args, **kwargs):
+        made.append(kwargs["window"])
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(kv_cache.SlidingKVCache, "__init__", spy)
+    torch.manual_seed(0)
+    config = ModelConfig.small_lm(vocab_size=41, d_model=32, n_layers=3, max_seq_len=64, sliding_window=5,
+                                          sliding_layers=(0, 2))
+    model = DecoderOnlyLM(config).eval()
+    prompt = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6], [0, 0, 0, 7, 3, 8, 4, 6]])
+    fast = generate(model, prompt, 30, eos_id=-1, pad_id=0)
+    assert made == [5, 5]  # the two windowed layers, and only those
+    slow = generate(model, prompt, 30, eos_id=-1, pad_id=0, use_cache=False)
+    assert torch.equal(fast.tokens, slow.tokens)
+    made.clear()
+    concat = generate(model, prompt, 30, eos_id=-1, pad_id=0, cache_cls=ConcatKVCache)
+    assert made == [] and torch.equal(concat.tokens, slow.tokens)
