@@ -5,6 +5,8 @@
 ``small_lm``                the small decoder trained on it, its checkpoint (``assets/``), perplexity, samples
 ``base_lm``                 chapter 15's base model: bytes as tokens, pretrained on the book's prose and the
                             tasks' facts (``benchmarks/train_base_lm.py``), its held-out bits per byte
+``assistant_lm``            chapter 15's assistant: the base model after the chapter's full fine-tuning
+                            (``benchmarks/train_assistant_lm.py``), its chat template and trained length
 ==========================  ==============================================================================
 """
 from minitfm import _lazy

@@ -12,7 +12,10 @@
 //   model.newCache(maxLen), model.generate(ids, n, options) (greedy, or sampled with a seed), process(logits, o)
 //   tokenizer(spec) -> {encode(text) -> {ids, pieces}, decode(ids)}: the word tokenizer of minitfm.text.words
 //                                     and the byte-level BPE of minitfm.text.bpe_tokenizer (GPT-2's regex)
-//   mount(root)                       builds the explorer inside root (data-minitfm-live="<asset name>")
+//   chatPrompt(name, question), chatReply(name, ids, options): a chat model's (header.chat) template, as
+//                                     minitfm.finetuning.ChatTemplate.prompt_ids renders it, and its reply up to <|end|>
+//   mount(root)                       builds the explorer inside root (data-minitfm-live="<asset name>"), or the chat
+//                                     for a chat model
 //
 // Numbers follow minitfm's conventions exactly: RoPE rotates adjacent pairs (x0, x1) with float32 angles,
 // RMSNorm's eps sits inside the square root, LayerNorm uses the biased variance, GELU is exact (erf) or tanh,
@@ -351,10 +354,10 @@
       self.merge(one).forEach(function (id) { ids.push(id); pieces.push(self.piece(id)); });
     });
   };
-  BPETokenizer.prototype.encode = function (text) {
+  BPETokenizer.prototype.encode = function (text, plain) {  // plain: special tokens' text is ordinary text (allowed_special=set())
     var lone = /[\uD800-\uDFFF]/u.exec(text);
     if (lone) { throw new Error("text holds a lone surrogate at index " + lone.index + ": half of a UTF-16 pair, not a character"); }
-    var ids = [], pieces = [], start = 0, m, re = this.specialRe;
+    var ids = [], pieces = [], start = 0, m, re = plain ? null : this.specialRe;
     if (re) {
       re.lastIndex = 0;
       while ((m = re.exec(text)) !== null) {
@@ -468,6 +471,99 @@
     return s;
   }
 
+  // ------------------------------------------------------------------ the chat (a chat model: header.chat holds its template's ids)
+  // One question, single-turn, as ChatTemplate(tokenizer, bos_id).prompt_ids([{role: "user", content: question}]) renders it:
+  // [bos] <|user|> the question's bytes (a typed "<|end|>" stays bytes) <|end|> <|assistant|>
+  NS.chatPrompt = function (name, question) {
+    var loaded = NS.load(name), t = loaded.model.header.chat;
+    if (!t) { throw new Error("the asset " + name + " is not a chat model (its header has no chat template)"); }
+    return (t.bos == null ? [] : [t.bos]).concat([t.user], loaded.tokenizer.encode(question, true).ids, [t.end, t.assistant]);
+  };
+  // The reply to prompt ids, greedy (or sampled: {temperature, seed}), up to <|end|> included or until the conversation
+  // holds the trained length (header.trained_length, else max_seq_len) -> {ids, ended, text}
+  NS.chatReply = function (name, ids, options) {
+    var loaded = NS.load(name), m = loaded.model, t = m.header.chat, o = options || {};
+    var cap = Math.min(m.config.max_seq_len, m.header.trained_length || Infinity), room = cap - ids.length;
+    if (room < 1) { throw new Error("the prompt holds " + ids.length + " tokens; the model reads at most " + cap); }
+    var temperature = o.temperature || 0;
+    var out = m.generate(ids, room, temperature > 0 ? {sample: true, temperature: temperature, seed: o.seed || 0, eos: t.end} : {eos: t.end});
+    var ended = out[out.length - 1] === t.end;
+    return {ids: out, ended: ended, text: loaded.tokenizer.decode(ended ? out.slice(0, -1) : out)};
+  };
+  var CHAT = {
+    en: {title: "A live chat in the page: {desc}", ready: "{params} parameters ({dtype} weights, {size}): every reply is computed by your browser, token by token.",
+      how: "Each question is sent alone, in the chat template the model was fine-tuned on, and the reply ends at <|end|> or when the conversation reaches {n} tokens, the longest it was trained on. It knows five kinds of question (sums, counting a letter, sorting digits, the book's acronyms, glossary terms between English and Chinese) and nothing else.",
+      question: "Your question", ask: "Ask", clear: "Clear", temperature: "Temperature (0 = greedy)", log: "Conversation",
+      you: "You: ", bot: "Assistant: ", ids: "What the model read and wrote: {text}", idsList: "ids: {ids}",
+      stopped: " (no <|end|> within {n} tokens: the page stopped it)", timing: "{k} tokens written in {ms} ms.",
+      long: "That question takes {k} tokens in the template; the model was fine-tuned on conversations of at most {n}: ask a shorter one.",
+      empty: "Type a question first.", cleared: "The conversation is cleared."},
+    zh: {title: "\u9875\u9762\u4e2d\u7684\u5b9e\u65f6\u5bf9\u8bdd\uff1a{desc}", ready: "{params} \u4e2a\u53c2\u6570\uff08{dtype} \u6743\u91cd\uff0c{size}\uff09\uff1a\u6bcf\u4e00\u6b21\u56de\u590d\u90fd\u7531\u4f60\u7684\u6d4f\u89c8\u5668\u9010\u4e2a\u8bcd\u5143\u8ba1\u7b97\u3002",
+      how: "\u6bcf\u4e2a\u95ee\u9898\u5355\u72ec\u53d1\u9001\uff0c\u6309\u6a21\u578b\u5fae\u8c03\u65f6\u7684\u5bf9\u8bdd\u6a21\u677f\u6e32\u67d3\uff1b\u56de\u590d\u5728 <|end|> \u5904\u7ed3\u675f\uff0c\u6216\u5728\u5bf9\u8bdd\u8fbe\u5230 {n} \u4e2a\u8bcd\u5143\uff08\u8bad\u7ec3\u65f6\u6700\u957f\u7684\u5bf9\u8bdd\uff09\u65f6\u505c\u6b62\u3002\u5b83\u53ea\u4f1a\u4e94\u7c7b\u95ee\u9898\uff08\u52a0\u6cd5\u3001\u6570\u5b57\u6bcd\u3001\u6392\u5e8f\u6570\u5b57\u3001\u672c\u4e66\u7684\u7f29\u5199\u3001\u672f\u8bed\u7684\u82f1\u6c49\u4e92\u8bd1\uff09\uff0c\u522b\u7684\u90fd\u4e0d\u4f1a\u3002",
+      question: "\u4f60\u7684\u95ee\u9898", ask: "\u63d0\u95ee", clear: "\u6e05\u7a7a", temperature: "\u6e29\u5ea6\uff080 = \u8d2a\u5fc3\uff09", log: "\u5bf9\u8bdd",
+      you: "\u4f60\uff1a", bot: "\u52a9\u624b\uff1a", ids: "\u6a21\u578b\u8bfb\u5230\u548c\u5199\u51fa\u7684\u5185\u5bb9\uff1a{text}", idsList: "id\uff1a{ids}",
+      stopped: "\uff08{n} \u4e2a\u8bcd\u5143\u5185\u6ca1\u6709 <|end|>\uff1a\u9875\u9762\u5728\u6b64\u505c\u6b62\uff09", timing: "\u5199\u51fa {k} \u4e2a\u8bcd\u5143\u7528\u65f6 {ms} \u6beb\u79d2\u3002",
+      long: "\u8fd9\u4e2a\u95ee\u9898\u5728\u6a21\u677f\u4e2d\u5360 {k} \u4e2a\u8bcd\u5143\uff1b\u6a21\u578b\u5fae\u8c03\u65f6\u7684\u5bf9\u8bdd\u6700\u957f {n} \u4e2a\u8bcd\u5143\uff1a\u8bf7\u95ee\u4e00\u4e2a\u66f4\u77ed\u7684\u95ee\u9898\u3002",
+      empty: "\u8bf7\u5148\u8f93\u5165\u95ee\u9898\u3002", cleared: "\u5bf9\u8bdd\u5df2\u6e05\u7a7a\u3002"}
+  };
+  NS.CHAT_TEXT = CHAT;
+  function mountChat(root, name, loaded, zh, started) {
+    var S = CHAT[zh ? "zh" : "en"], model = loaded.model, tok = loaded.tokenizer, c = model.config, h = model.header, id = root.id;
+    var cap = Math.min(c.max_seq_len, h.trained_length || Infinity), turns = [];
+    root.textContent = "";
+    el("div", {text: fill(S.title, {desc: (h.description || {})[zh ? "zh" : "en"] || name}), style: "font-weight:600;font-size:14px;margin-bottom:2px"}, root);
+    el("div", {text: fill(S.ready, {params: model.parameterCount().toLocaleString(zh ? "zh-CN" : "en"), dtype: h.dtype, size: (h.nbytes / 1e6).toFixed(1) + " MB"}),
+               style: "color:#57606a;font-size:12px"}, root);
+    el("div", {text: fill(S.how, {n: cap}), style: "color:#57606a;font-size:12px;margin:2px 0 6px"}, root);
+    var log = el("div", {role: "log", "aria-live": "polite", "aria-label": S.log, "data-minitfm-chat-log": "",
+                         style: "display:flex;flex-direction:column;gap:4px;margin:4px 0;max-height:320px;overflow-y:auto"}, root);
+    var row = el("div", {style: "display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:6px 0"}, root);
+    el("label", {"for": id + "-question", text: S.question, style: "font-weight:600"}, row);
+    var input = el("input", {id: id + "-question", type: "text", "data-minitfm-chat-question": "", autocomplete: "off", spellcheck: "false",
+                             value: root.getAttribute("data-minitfm-prompt") || "", style: "font:inherit;flex:1 1 220px;min-width:0;padding:3px 6px"}, row);
+    var askButton = el("button", {type: "button", text: S.ask, "data-minitfm-chat-ask": ""}, row);
+    var clearButton = el("button", {type: "button", text: S.clear, "data-minitfm-chat-clear": ""}, row);
+    var settings = el("div", {style: "display:flex;flex-wrap:wrap"}, root), shown = el("span", {style: "min-width:2.4em;font-variant-numeric:tabular-nums"});
+    var temp = labelled(settings, S.temperature, range(0, 1.5, 0.1, 0), shown);
+    temp.setAttribute("data-minitfm-chat-temperature", "");
+    var details = el("details", {style: "font-size:12px;color:#57606a"}, root);
+    var summary = el("summary", {text: fill(S.ids, {text: ""})}, details);
+    var idsBox = el("div", {"data-minitfm-chat-ids": "", style: "white-space:pre-wrap;word-break:break-all;padding:2px 0 4px"}, details);
+    var note = el("div", {role: "status", "data-minitfm-live-status": "", style: "font-size:12px;color:#57606a;min-height:1.45em"}, root);
+    function line(who, text, made) {
+      var d = el("div", {style: "padding:3px 8px;border-radius:6px;white-space:pre-wrap;" + (made ? "background:#e6f4f1" : "background:#f6f8fa;align-self:flex-start")}, log);
+      el("span", {text: who, style: "font-weight:600"}, d);
+      el("span", {text: text}, d);
+      log.scrollTop = log.scrollHeight;
+      return d;
+    }
+    function ask() {
+      var question = input.value, prompt;
+      if (!question.trim()) { note.textContent = S.empty; return null; }
+      try { prompt = NS.chatPrompt(name, question); } catch (e) { note.textContent = fill(TEXT[zh ? "zh" : "en"].failed, {msg: e.message}); return null; }
+      if (prompt.length >= cap) { note.textContent = fill(S.long, {k: prompt.length, n: cap}); return null; }
+      var t0 = performance.now(), r = NS.chatReply(name, prompt, {temperature: +temp.value, seed: 0}), ms = performance.now() - t0;
+      var turn = {question: question, prompt: prompt, reply: r.ids, ended: r.ended, text: r.text};
+      turns.push(turn);
+      line(S.you, question, false);
+      line(S.bot, r.text + (r.ended ? "" : fill(S.stopped, {n: cap})), true);
+      var all = prompt.concat(r.ids);
+      summary.textContent = fill(S.ids, {text: tok.decode(all)});
+      idsBox.textContent = fill(S.idsList, {ids: all.join(" ")});
+      note.textContent = fill(S.timing, {k: r.ids.length, ms: ms.toFixed(1)});
+      input.value = "";
+      return turn;
+    }
+    input.addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); ask(); } });
+    askButton.addEventListener("click", function () { ask(); input.focus(); });
+    clearButton.addEventListener("click", function () { log.textContent = ""; turns = []; note.textContent = S.cleared; input.focus(); });
+    function showTemp() { shown.textContent = (+temp.value).toFixed(1); }
+    temp.addEventListener("input", showTemp);
+    showTemp();
+    root.minitfmChat = {ask: function (q) { if (q != null) { input.value = q; } return ask(); }, turns: function () { return turns; }};
+    root.setAttribute("data-minitfm-live-ready", (performance.now() - started).toFixed(0));
+  }
+
   NS.mount = function (root) {
     var zh = /^zh/i.test(document.documentElement.lang || ""), S = TEXT[zh ? "zh" : "en"];
     var status = root.querySelector("[data-minitfm-live-status]"), need = NS.missing();
@@ -476,6 +572,7 @@
     try { loaded = NS.load(name); } catch (e) { status.textContent = fill(S.failed, {msg: e.message}); return; }
     var model = loaded.model, tok = loaded.tokenizer, c = model.config, h = model.header, id = root.id;
     if (!tok) { status.textContent = fill(S.failed, {msg: "the asset " + name + " has no tokenizer"}); return; }
+    if (h.chat) { mountChat(root, name, loaded, zh, started); return; }
     var cap = Math.min(MAX_TOKENS, c.max_seq_len, h.trained_length || Infinity), st = {};
     root.textContent = "";
     el("div", {text: fill(S.title, {desc: (h.description || {})[zh ? "zh" : "en"] || name}), style: "font-weight:600;font-size:14px;margin-bottom:2px"}, root);

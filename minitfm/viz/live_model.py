@@ -1,13 +1,13 @@
 """The live model of the book's pages: a trained model as a static asset that ``live_model.js`` runs in the browser.
 
 ``live_model.js`` (beside this module) is a dependency-free JavaScript forward pass of ``DecoderOnlyLM`` with its
-tokenizer, sampling and the live explorer. This module writes what it runs: ``NAME.bin`` (every tensor, little-endian
-float16 or float32, one after another) and its header ``NAME.json`` (dtype, the config fields the engine reads, each
-tensor's name, shape and byte offset, the tokenizer, the checkpoint's sha256, float16's error measured on a probe
-batch); it reads an asset back (:func:`read_asset`, :func:`model_from_asset`), lists why one is not current
-(:func:`asset_problems`) and writes the page bundle the site serves from ``_assets/live/`` (:func:`bundle`: the
-engine, and ``NAME.js`` with the header and the .bin in base64: a page opened from ``file://`` may load scripts but
-not fetch files). :func:`live_explorer` is the cell output that mounts the explorer on a book page.
+tokenizer, sampling, the live explorer and a chat. This module writes what it runs: ``NAME.bin`` (every tensor,
+little-endian float16 or float32) and its header ``NAME.json`` (dtype, the config fields the engine reads, each
+tensor's name, shape and byte offset, the tokenizer, a chat model's template ids, the checkpoint's sha256, float16's
+error on a probe batch); it reads an asset back (:func:`read_asset`, :func:`model_from_asset`), lists why one is not
+current (:func:`asset_problems`) and writes the bundle the site serves from ``_assets/live/`` (:func:`bundle`: the
+engine, and ``NAME.js``, the header and the .bin in base64: a ``file://`` page may load scripts, not fetch files).
+:func:`live_explorer` is the cell output that mounts the explorer (a chat for a chat model) on a book page.
 
     python -m minitfm.viz.live_model write        # rewrite the shipped assets from their checkpoints
     python -m minitfm.viz.live_model check        # exit 1, naming the problem, if an asset is not current
@@ -32,6 +32,10 @@ import numpy as np
 import torch
 
 from minitfm.config import ModelConfig
+from minitfm.finetuning.chat import ChatTemplate
+from minitfm.lm import assistant_lm as A, small_lm as S
+from minitfm.lm.base_lm import byte_tokenizer
+from minitfm.lm.corpus import generate_sentences, make_tokenizer
 from minitfm.models import DecoderOnlyLM
 from minitfm.text.bpe_tokenizer import Tokenizer
 from minitfm.text.words import WordTokenizer
@@ -56,22 +60,17 @@ class Shipped:
     dtype: str
     description: dict  # {"en": ..., "zh": ...}: what the explorer's title calls the model
     trained_length: int | None = None  # the longest rows it was trained on: the page generates no further
+    chat: bool = False  # a chat model: the header holds its template's ids and the page mounts a chat
 
 
-def _small_lm():
-    from minitfm.lm.corpus import make_tokenizer
-    from minitfm.lm.small_lm import CHECKPOINT, load_small_lm
-    return load_small_lm(), make_tokenizer(), CHECKPOINT
-
-
-def _sentences(tokenizer) -> torch.Tensor:
-    from minitfm.lm.corpus import generate_sentences
-    from minitfm.lm.small_lm import VALID_SEED
-    return tokenizer.encode_batch(generate_sentences(16, seed=VALID_SEED), side="right")
-
-
-SHIPPED = {"small_lm": Shipped(_small_lm, _sentences, "float16", {"en": "the grammar model of chapters 8 and 9",
-                                                                   "zh": "第 8、9 章的语法模型"}, trained_length=32)}
+SHIPPED = {"small_lm": Shipped(lambda: (S.load_small_lm(), make_tokenizer(), S.CHECKPOINT),  # probe: 16 sentences
+                               lambda tok: tok.encode_batch(generate_sentences(16, seed=S.VALID_SEED), side="right"),
+                               "float16", {"en": "the grammar model of chapters 8 and 9", "zh": "第 8、9 章的语法模型"},
+                               trained_length=32),
+           "assistant_lm": Shipped(lambda: (A.load_assistant_lm(), byte_tokenizer(), A.CHECKPOINT),
+                                   lambda tok: A.heldout_conversations(), "float16",  # probe: 20 conversations
+                                   {"en": "chapter 15's assistant", "zh": "第 15 章的助手"},
+                                   trained_length=A.trained_length(), chat=True)}
 
 
 def check_supported(model) -> None:
@@ -164,17 +163,19 @@ def rounding_error(model, header: dict, data: bytes, tokens: torch.Tensor) -> di
             "same_argmax": int((exact.argmax(-1) == rounded.argmax(-1))[keep].sum()), "positions": int(keep.sum())}
 
 
-def _check_name(name) -> None:
+def _entry(name) -> Shipped:
     if name not in SHIPPED:
         raise ValueError(f"no shipped live model named {name!r}; choose one of {sorted(SHIPPED)}")
+    return SHIPPED[name]
 
 
 def _fresh(name: str) -> tuple[dict, bytes, object, object]:
-    _check_name(name)
-    entry = SHIPPED[name]
+    entry = _entry(name)
     model, tokenizer, checkpoint = entry.load()
     header, data = encode_asset(model, tokenizer, name, entry.dtype, source=checkpoint, description=entry.description)
     header["trained_length"] = entry.trained_length
+    header["chat"] = ({**ChatTemplate(tokenizer, bos_id=model.config.bos_id).ids, "bos": model.config.bos_id}
+                      if entry.chat else None)  # the chat template's ids: role (and "end", "bos") -> id
     return header, data, model, tokenizer
 
 
@@ -222,7 +223,8 @@ def asset_problems(name: str = "small_lm", folder: Path = ASSETS) -> list[str]:
         return [str(err)]
     fresh, fresh_data, _, _ = _fresh(name)
     problems = [f"{key} differs from the current model's (rewrite: python -m minitfm.viz.live_model write)"
-                for key in ("source", "config", "dtype", "tensors", "tokenizer") if header.get(key) != fresh[key]]
+                for key in ("source", "config", "dtype", "tensors", "tokenizer", "trained_length", "chat")
+                if header.get(key) != fresh[key]]
     if data != fresh_data:
         problems.append("the weights differ from the checkpoint's (rewrite: python -m minitfm.viz.live_model write)")
     return problems
@@ -294,8 +296,9 @@ class LiveExplorer:
 
 
 def live_explorer(name: str = "small_lm", prompt: str = "the cat", *, inline: bool = False) -> LiveExplorer:
-    """The live explorer of a shipped model for a notebook cell; on the book's page it runs the model in the browser."""
-    _check_name(name)
+    """The live explorer of a shipped model for a notebook cell; on the book's page it runs the model in the browser
+    (a chat model's is a chat: ``prompt`` is then the question its box starts with)."""
+    _entry(name)
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     if not isinstance(inline, bool):
@@ -306,13 +309,11 @@ def live_explorer(name: str = "small_lm", prompt: str = "the cat", *, inline: bo
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["write"]:
-        for name in args[1:] or sorted(SHIPPED):
-            print("wrote", *write_asset(name))
+        print("\n".join(" ".join(["wrote", *map(str, write_asset(name))]) for name in args[1:] or sorted(SHIPPED)))
         return 0
     if args[:1] == ["check"]:
         problems = {name: asset_problems(name) for name in args[1:] or sorted(SHIPPED)}
-        for name, found in problems.items():
-            print(f"{name}: " + ("current" if not found else "; ".join(found)))
+        print("\n".join(f"{name}: " + ("; ".join(found) or "current") for name, found in problems.items()))
         return 1 if any(problems.values()) else 0
     if args[:1] == ["bundle"] and len(args) == 2:
         for path in bundle(args[1]):

@@ -393,17 +393,25 @@ def shoot_element(page, selector: str, path: Path) -> None:
 LIVE_STEP_JS = r"""
 (() => {
   const root = document.querySelector('[data-minitfm-live]');
+  const ask = root.querySelector('[data-minitfm-chat-ask]');
+  if (ask) {  // a chat model: one question, asked with the keyboard's button, must add a question and a reply
+    const lines = () => root.querySelectorAll('[data-minitfm-chat-log] > *').length, before = lines();
+    root.querySelector('[data-minitfm-chat-question]').value = 'What is 12 + 7?';
+    ask.click();
+    return {kind: 'chat', before, after: lines(), expected: before + 2};
+  }
   const chips = () => root.querySelectorAll('[data-minitfm-live-tokens] > span').length, before = chips();
   root.querySelector('[data-minitfm-live-step]').click();
-  return {before, after: chips()};
+  return {kind: 'explorer', before, after: chips(), expected: before + 1};
 })()
 """
 
 
 def live_model_problems(page, shot: Path) -> list[str]:
-    """The page's first live explorer adds one token on "next token"; screenshots of it on a desktop and a phone."""
+    """The page's first live explorer adds one token on "next token" (a chat: a question and its reply on "Ask");
+    screenshots of it on a desktop and a phone."""
     step = page.evaluate(LIVE_STEP_JS)
-    problems = [] if step["after"] == step["before"] + 1 else [f"the live explorer's next token did not come: {step}"]
+    problems = [] if step["after"] == step["expected"] else [f"the live {step['kind']} did not respond: {step}"]
     shoot_element(page, "[data-minitfm-live]", Path(f"{shot}__live.png"))
     size = page.page.viewport_size
     page.set_viewport(390, 844)
