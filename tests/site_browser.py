@@ -69,6 +69,22 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=find_chromium(), headless=True, args=list(CHROMIUM_ARGS))
 
 
+def browser_for_a_module():
+    """The body of a module-scoped pytest fixture: ``yield from browser_for_a_module()`` yields a started headless
+    Chromium and closes it after the module's tests, or skips them with the reason none can start."""
+    import pytest
+
+    missing = browser_unavailable()
+    if missing:
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+    playwright = sync_playwright().start()
+    browser = launch(playwright)
+    yield browser
+    browser.close()
+    playwright.stop()
+
+
 # ---------------------------------------------------------------------------------- HTTP server
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - signature fixed by the base class

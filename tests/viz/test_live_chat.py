@@ -19,10 +19,9 @@ from minitfm.finetuning import tasks as T
 from minitfm.generation import generate
 from minitfm.lm import assistant_lm as A
 from minitfm.viz import live_model as lm
-from site_browser import browser_unavailable, launch
+from site_browser import browser_for_a_module
 
 ROOT = Path(__file__).resolve().parents[2]
-BROWSER_MISSING = browser_unavailable()
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
             if p.is_file()), None)
 NAME = "assistant_lm"
@@ -81,14 +80,7 @@ def test_the_shipped_assistant_answers_in_the_format():
 # ---------------------------------------------------------------------------------------------- in Chromium
 @pytest.fixture(scope="module")
 def chromium():
-    if BROWSER_MISSING:
-        pytest.skip(BROWSER_MISSING)
-    from playwright.sync_api import sync_playwright
-    playwright = sync_playwright().start()
-    browser = launch(playwright)
-    yield browser
-    browser.close()
-    playwright.stop()
+    yield from browser_for_a_module()
 
 
 @pytest.fixture(scope="module")

@@ -26,10 +26,9 @@ from minitfm.text.bpe_tokenizer import Tokenizer
 from minitfm.text.bpe_trainer import train_bpe
 from minitfm.viz import live_model as lm
 from minitfm.viz.static_explorers import _viridis
-from site_browser import browser_unavailable, launch
+from site_browser import browser_for_a_module
 
 ROOT = Path(__file__).resolve().parents[2]
-BROWSER_MISSING = browser_unavailable()
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
             if p.is_file()), None)
 PROMPTS = ["the cat sees a dog .", "the", "some old farmers near the river laugh . a", "The Cat\u3000sees\ta unicorn ."]
@@ -150,14 +149,7 @@ def test_the_cell_output_is_light_and_loads_from_the_site():
 # ---------------------------------------------------------------------------------------------- in Chromium
 @pytest.fixture(scope="module")
 def chromium():
-    if BROWSER_MISSING:
-        pytest.skip(BROWSER_MISSING)
-    from playwright.sync_api import sync_playwright
-    playwright = sync_playwright().start()
-    browser = launch(playwright)
-    yield browser
-    browser.close()
-    playwright.stop()
+    yield from browser_for_a_module()
 
 
 @pytest.fixture(scope="module")
