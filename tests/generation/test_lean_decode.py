@@ -163,12 +163,15 @@ def test_generate_returns_ordinary_tensors_that_can_feed_training():
 
 
 class CountOps(TorchDispatchMode):
-    def __init__(self):
+    """Counts the operations run, and in ``products`` those that read one of ``weights`` (tensors)."""
+    def __init__(self, weights=()):
         super().__init__()
-        self.ops = Counter()
+        self.ops, self.products, self.weights = Counter(), Counter(), {w.data_ptr() for w in weights}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops[func.overloadpacket.__name__] += 1
+        if any(isinstance(a, torch.Tensor) and a.data_ptr() in self.weights for a in args):
+            self.products[func.overloadpacket.__name__] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -182,14 +185,18 @@ def test_the_lean_step_of_the_small_lm_stays_small():
     lean = LeanDecoder.build(model, 32)
     with torch.inference_mode():
         model(torch.tensor([[1, 5, 6, 7]]), caches=caches)  # prefill
-        with CountOps() as counter:
+        matrices = [lean.lm_head] + [w for layer in lean.layers
+                                     for w in (layer.qkv_weight, layer.out_weight, layer.up_weight, layer.down_weight)]
+        with CountOps(matrices) as counter:
             lean(torch.tensor([[8]]), caches)
         with CountOps() as module_counter:
             model(torch.tensor([[8]]), caches=caches)
     ops, layers = counter.ops, model.config.n_layers
     assert ops["masked_fill"] == 0 and ops["triu"] == 0 and ops["repeat_interleave"] == 0
-    # one product each for qkv, out_proj, the stacked gate/up and the down (in, out) matrices, and the output head
-    assert ops["mm"] == 4 * layers + 1 and ops["linear"] == 0, ops
+    # one product each for qkv, out_proj, the stacked gate/up and the down (in, out) matrices, and the output head;
+    # out_proj's and down's add the residual stream themselves (addmm), so no separate sum follows them
+    assert counter.products == Counter(mm=2 * layers + 1, addmm=2 * layers), counter.products
+    assert ops["linear"] == 0 and ops["add"] == 0, ops
     assert ops["softmax"] == layers
     assert sum(ops.values()) <= 50 * layers, ops.most_common(8)
     assert module_counter.ops["linear"] == 7 * layers + 1
@@ -341,6 +348,22 @@ def test_flipping_norm_first_after_a_generate_is_seen():
     model.layers[1].norm_first = not model.layers[1].norm_first
     cached, plain = cached_and_plain(model)
     torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_a_caller_owned_decoder_follows_a_flipped_norm_first():
+    # The decoder folds each pre-LN RMSNorm's gain into the product after it; a layer whose norm_first flipped
+    # since it was built gets its matrices prepared again at its next step, for the new placement.
+    model = lm(norm="rms")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.5 * torch.randn_like(p))  # gains far from 1: folding them in matters
+    decoder = LeanDecoder.build(model)
+    generate(model, PROMPT, 4, eos_id=-1, decoder=decoder)
+    for flip in range(2):  # to post-LN, and back
+        model.layers[1].norm_first = not model.layers[1].norm_first
+        cached, plain = cached_and_plain(model, decoder=decoder)
+        torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm", ["rms", "layer"])

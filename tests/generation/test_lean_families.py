@@ -8,8 +8,11 @@ the uncached recompute.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import minitfm
 from minitfm.generation.lean_decode import LeanDecoder
@@ -90,3 +93,36 @@ def test_refused_models_fall_back_to_the_modules(name, monkeypatch):
     cached = minitfm.generate(model, prompt, 20, eos_id=-1, pad_id=0)  # the module path with the KV cache
     uncached = minitfm.generate(model, prompt, 20, eos_id=-1, pad_id=0, use_cache=False)
     assert torch.equal(cached.tokens, uncached.tokens) and not calls
+
+
+class _CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@torch.no_grad()
+def test_a_per_head_qk_norm_is_one_pass_unless_the_eps_differ():
+    """Qwen 3's per-head QK-norm: every query and key head in one sum of squares, with their gains in one table
+    (no mean, no cat); a k_norm whose eps differs from q_norm's takes the two-norm path, still equal to the modules."""
+    model = _model(OPTIONS["qwen3"])
+    tokens = torch.randint(0, 41, (1, 12), generator=torch.Generator().manual_seed(3))
+    for changed_layers in (0, 1):
+        if changed_layers:
+            model.layers[1].self_attn.k_norm.eps = 0.5  # read at every step, as the modules read it
+        decoder = LeanDecoder.build(model)
+        lean_caches, module_caches = model.new_caches(1, 16), model.new_caches(1, 16)
+        model(tokens[:, :8], caches=lean_caches)
+        model(tokens[:, :8], caches=module_caches)
+        with _CountOps() as counter:
+            lean = decoder(tokens[:, 8:9], lean_caches)
+        assert counter.ops["mean"] == 0 if not changed_layers else counter.ops["mean"] == 2, counter.ops
+        assert counter.ops["cat"] == changed_layers, counter.ops
+        assert (lean - model(tokens[:, 8:9], caches=module_caches)[:, -1]).abs().max() < 1e-5
+        for i in range(9, 12):  # and later steps
+            lean = decoder(tokens[:, i:i + 1], lean_caches)
+            assert (lean - model(tokens[:, i:i + 1], caches=module_caches)[:, -1]).abs().max() < 1e-5, i
