@@ -2,8 +2,9 @@
 the authors state: what chapter 13b counts without downloading a byte.
 
 :data:`PUBLISHED` maps a model's name to its ``config.json`` (the fields that shape the model and its special ids;
-training and runtime settings such as ``torch_dtype`` or ``use_cache`` left out), copied from the file in the
-Hugging Face repository named in the comment above each entry. :func:`minitfm.pretrained.config_from_hf` reads
+training and runtime settings such as ``torch_dtype`` or ``use_cache`` left out), transcribed by hand from the file
+in the Hugging Face repository named in the comment above each entry (nothing is fetched); the totals they imply
+agree with the authors' own, :data:`STATED`, which ``tests/pretrained/test_family_params.py`` checks. :func:`minitfm.pretrained.config_from_hf` reads
 every entry; :func:`minitfm.params.estimate_params` and :func:`minitfm.params.active_params` count it.
 :data:`STATED` holds the counts the authors state, in billions, ``(total, active per token or None)``, with where
 they state them. They are rounded, and not always to the nearest: compare a count with them to a few percent.
