@@ -69,6 +69,17 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=find_chromium(), headless=True, args=list(CHROMIUM_ARGS))
 
 
+def page_with_errors(browser, url: str, width: int = 1000, height: int = 900):
+    """(page, errors): ``url`` loaded in a new page of ``browser``; ``errors`` collects its uncaught exceptions and
+    console errors from the start, so a test can assert there were none."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(url, wait_until="load")
+    return page, errors
+
+
 def browser_for_a_module():
     """The body of a module-scoped pytest fixture: ``yield from browser_for_a_module()`` yields a started headless
     Chromium and closes it after the module's tests, or skips them with the reason none can start."""

@@ -19,7 +19,7 @@ from minitfm.finetuning import tasks as T
 from minitfm.generation import generate
 from minitfm.lm import assistant_lm as A
 from minitfm.viz import live_model as lm
-from site_browser import browser_for_a_module
+from site_browser import browser_for_a_module, page_with_errors as _page
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
@@ -93,15 +93,6 @@ def site(tmp_path_factory):
         f'src="../_assets/live/live_model.js"></script><script src="../_assets/live/{NAME}.js"></script></head><body>'
         "</body></html>", encoding="utf-8")
     return root
-
-
-def _page(chromium, url: str, width: int = 1000, height: int = 900):
-    page = chromium.new_page(viewport={"width": width, "height": height})
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(url, wait_until="load")
-    return page, errors
 
 
 CHAT_JS = """([name, questions]) => questions.map(q => { const ids = minitfmLive.chatPrompt(name, q);

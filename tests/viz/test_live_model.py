@@ -26,7 +26,7 @@ from minitfm.text.bpe_tokenizer import Tokenizer
 from minitfm.text.bpe_trainer import train_bpe
 from minitfm.viz import live_model as lm
 from minitfm.viz.static_explorers import _viridis
-from site_browser import browser_for_a_module
+from site_browser import browser_for_a_module, page_with_errors as _page
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
@@ -175,15 +175,6 @@ def site(tmp_path_factory):
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>engine</title>'
         f'<script src="../_assets/live/live_model.js"></script>{scripts}</head><body></body></html>', encoding="utf-8")
     return root
-
-
-def _page(chromium, url: str, width: int = 1000, height: int = 900):
-    page = chromium.new_page(viewport={"width": width, "height": height})
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(url, wait_until="load")
-    return page, errors
 
 
 FORWARD_JS = """([name, prompts]) => prompts.map(ids => {
