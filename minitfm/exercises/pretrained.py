@@ -156,7 +156,6 @@ def check_from_rotate_half(from_rotate_half, verbose: bool = True) -> CheckResul
 
 
 # ---- chapter 13b: the soft-cap and the sliding window ----------------------------------------------------------
-FLOAT_MASK = "your mask is not bool: return True where the query may attend, False elsewhere (a bool tensor)"
 
 
 def _softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
@@ -209,7 +208,6 @@ def check_sliding_window_mask(sliding_window_causal_mask, verbose: bool = True) 
                               (1, 10, 4, "one decode step over 10 keys, W=4"), (7, 7, 7, "W=T=7")):
         ref = _window(t_q, t_k, w)
         mistakes = [
-            Mistake(FLOAT_MASK, lambda _, r=ref: r.float()),
             Mistake("True and False are swapped: True must mean 'may attend'", lambda _, r=ref: ~r),
             Mistake("off by one: a window of W keys counts the query itself, so query i sees keys i - W + 1 .. i; "
                     "yours sees one key more", lambda _, q=t_q, k=t_k, w=w: _window(q, k, w + 1)),

@@ -21,6 +21,7 @@ from typing import Iterable
 import torch
 
 from minitfm._checks import check_number, check_positive_int
+from minitfm.config import ModelConfig
 
 _BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
 
@@ -41,6 +42,21 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, seq_len: int, d_head: int, *,
                         ("d_head", d_head), ("batch_size", batch_size)):
         check_positive_int(value, name)
     return 2 * n_layers * n_kv_heads * seq_len * d_head * bytes_per_element(dtype) * batch_size
+
+
+def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1,
+                       dtype: torch.dtype | str = torch.float16) -> int:
+    """The KV cache of a decoder-only :class:`~minitfm.config.ModelConfig` after ``seq_len`` tokens: a layer with a
+    sliding window of W (``config.layer_window``: Mistral, Gemma 2/3) must keep only min(T, W) positions, the others
+    all T. Equal to :func:`kv_cache_bytes` for a model without windows. (minitfm's bounded
+    :class:`~minitfm.layers.kv_cache.SlidingKVCache` writes each position twice, into 2 W slots, to keep the
+    window one contiguous view: it allocates twice what this counts for a windowed layer.)"""
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
+    check_positive_int(seq_len, "seq_len")
+    c = config.resolved()
+    held = [seq_len if c.layer_window(i) is None else min(seq_len, c.layer_window(i)) for i in range(c.n_layers)]
+    return sum(kv_cache_bytes(1, c.n_kv_heads, n, c.d_head, batch_size=batch_size, dtype=dtype) for n in held)
 
 
 def allocated_cache_bytes(caches: Iterable) -> int:
@@ -80,7 +96,7 @@ PUBLISHED_SHAPES = {
         ModelShape("Llama-2-7B", 32, 32, 32, 128, 6_738_415_616, 4096, "Touvron et al. 2023"),
         ModelShape("Llama-2-70B", 80, 64, 8, 128, 68_976_648_192, 4096, "Touvron et al. 2023"),
         # Jiang et al. 2023, "Mistral 7B", table 1 (GQA with 8 KV heads; its sliding window of 4096 lets a
-        # rolling cache stop growing at 4096 positions, which this calculator does not model).
+        # rolling cache stop growing at 4096 positions, which a ModelShape does not model: config_cache_bytes does).
         ModelShape("Mistral-7B", 32, 32, 8, 128, 7_241_732_096, 8192, "Jiang et al. 2023"),
         # Grattafiori/Dubey et al. 2024, "The Llama 3 Herd of Models", table 3 and the Llama-3-8B model card.
         ModelShape("Llama-3-8B", 32, 32, 8, 128, 8_030_261_248, 8192, "Dubey et al. 2024"),

@@ -209,8 +209,8 @@ class LeanDecoder:
                 for p in self._params]
 
     def is_current(self) -> bool:
-        """Whether the model has the modules and parameters this decoder was built from, unchanged as far as PyTorch
-        can tell (same objects, storage, dtype, device and version counter; a write through ``p.data`` is unseen)."""
+        """The model's modules and parameters are those it was built from, unchanged as far as PyTorch can tell (same
+        objects, storage, dtype, device, version counter; a write via ``p.data`` or under inference_mode is unseen)."""
         modules, params = list(self.model.modules()), list(self.model.parameters())
         return (len(modules) == len(self._modules) and all(a is b for a, b in zip(modules, self._modules))
                 and len(params) == len(self._params) and all(a is b for a, b in zip(params, self._params))

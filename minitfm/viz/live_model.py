@@ -309,11 +309,13 @@ def live_explorer(name: str = "small_lm", prompt: str = "the cat", *, inline: bo
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["write"]:
-        print("\n".join(" ".join(["wrote", *map(str, write_asset(name))]) for name in args[1:] or sorted(SHIPPED)))
+        for name in args[1:] or sorted(SHIPPED):
+            print("wrote", *write_asset(name))
         return 0
     if args[:1] == ["check"]:
         problems = {name: asset_problems(name) for name in args[1:] or sorted(SHIPPED)}
-        print("\n".join(f"{name}: " + ("; ".join(found) or "current") for name, found in problems.items()))
+        for name, found in problems.items():
+            print(f"{name}: " + ("; ".join(found) or "current"))
         return 1 if any(problems.values()) else 0
     if args[:1] == ["bundle"] and len(args) == 2:
         for path in bundle(args[1]):

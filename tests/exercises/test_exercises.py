@@ -15,7 +15,6 @@ import minitfm as m
 from minitfm import exercises as ex
 from test_exercises_bpe import CASES as BPE_CASES
 from test_exercises_evaluation import CASES as EVALUATION_CASES
-from test_exercises_families import CASES as FAMILIES_CASES
 from test_exercises_finetuning import CASES as FINETUNING_CASES
 from test_exercises_pretrained import CASES as PRETRAINED_CASES
 
@@ -484,8 +483,7 @@ CASES = {
           r"created a tensor of shape \((1, 2, )?64, 64\)")]),
 }
 CASES.update(BPE_CASES)  # chapter 7c's checkers, whose cases live beside their own tests
-CASES.update(PRETRAINED_CASES)  # chapter 13's checkers, likewise
-CASES.update(FAMILIES_CASES)  # chapter 13b's checkers, likewise
+CASES.update(PRETRAINED_CASES)  # chapters 13 and 13b's checkers, likewise
 CASES.update(EVALUATION_CASES)  # chapter 14's checkers, likewise
 CASES.update(FINETUNING_CASES)  # chapter 15's checkers, likewise
 

@@ -1,5 +1,5 @@
-"""The checkers of chapter 13 (split a fused c_attn, undo the rotate-half order) accept a correct function and
-name each typical mistake.
+"""The checkers of chapter 13 (split a fused c_attn, undo the rotate-half order) and of chapter 13b (the soft-cap, a
+sliding-window causal mask) accept a correct function and name each typical mistake.
 
 ``CASES`` has the layout of ``tests/exercises/test_exercises.py``'s table (checker -> (correct, [(wrong, words)])),
 so that table can take these entries too.
@@ -9,6 +9,7 @@ import torch
 
 from minitfm import exercises as ex
 from minitfm import pretrained as P
+from minitfm.layers.masks import causal_mask, sliding_window_mask
 
 
 def split_ok(weight, d_model):
@@ -68,6 +69,17 @@ def rotate_in_place(weight, n_heads):
     return weight
 
 
+# ---- chapter 13b: the soft-cap and the sliding window
+def softcap_ok(x, cap):
+    return cap * torch.tanh(x / cap)
+
+
+def window_ok(t_q, t_k, window):
+    i = torch.arange(t_k - t_q, t_k)[:, None]  # the queries' absolute positions
+    j = torch.arange(t_k)[None, :]
+    return (j <= i) & (j > i - window)
+
+
 CASES = {
     "check_split_fused_qkv": (split_ok, [
         (split_no_transpose, "you forgot the transpose"),
@@ -81,6 +93,20 @@ CASES = {
         (rotate_columns, "you permuted the columns instead of the rows"),
         (lambda weight, n_heads: weight.clone(), "your answer is the weight unchanged"),
         (rotate_in_place, "changed its input `weight` in place"),
+    ]),
+    "check_softcap": (softcap_ok, [
+        (lambda x, cap: x.clamp(-cap, cap), "you clamped"),
+        (lambda x, cap: cap * torch.tanh(x), "forgot to divide by the cap"),
+        (lambda x, cap: torch.tanh(x / cap), "forgot to multiply by the cap"),
+        (lambda x, cap: softcap_ok(x.float(), cap), r"case 4 of 5 fails \(float64.*\n.*wrong dtype"),
+    ]),
+    "check_sliding_window_mask": (window_ok, [
+        (lambda q, k, w: window_ok(q, k, w + 1), "yours sees one key more"),
+        (lambda q, k, w: window_ok(q, k, w - 1) if w > 1 else window_ok(q, k, 1) & False, "yours sees one key fewer"),
+        (lambda q, k, w: sliding_window_mask(q, k, w), "see the future"),
+        (lambda q, k, w: causal_mask(q, k)[0], "the causal mask alone"),
+        (lambda q, k, w: window_ok(k, k, w)[:q], "aligned top-left"),
+        (lambda q, k, w: window_ok(q, k, w).float(), "expected torch.bool"),
     ]),
 }
 
@@ -115,6 +141,15 @@ def test_the_cases_tell_the_inverse_permutation_from_the_right_one():
         perm = P.rotate_half_permutation(d_head)
         assert not torch.equal(perm, torch.argsort(perm))
     assert torch.equal(P.rotate_half_permutation(4), torch.argsort(P.rotate_half_permutation(4)))
+
+
+def test_a_leading_axis_of_one_is_accepted():
+    assert ex.check_sliding_window_mask(lambda q, k, w: window_ok(q, k, w)[None], verbose=False).passed
+
+
+def test_accepts_the_librarys_masks():
+    assert ex.check_sliding_window_mask(lambda q, k, w: causal_mask(q, k)[0] & sliding_window_mask(q, k, w),
+                                        verbose=False).passed
 
 # The generic checks (each wrong implementation rejected with its message, a stub reported as not implemented) run
 # over these CASES in tests/exercises/test_exercises.py, which adds them to its table.

@@ -63,3 +63,20 @@ def test_format_bytes():
     assert format_bytes(512) == "512 B"
     assert format_bytes(1536) == "1.50 KiB"
     assert format_bytes(2 ** 30) == "1.00 GiB"
+
+
+def test_config_cache_bytes_keeps_only_the_window_of_a_windowed_layer():
+    import pytest
+
+    from minitfm.config import ModelConfig
+    from minitfm.generation.kv_memory import config_cache_bytes, kv_cache_bytes
+
+    dense = ModelConfig.small_lm(d_model=64, n_heads=4, n_kv_heads=2, n_layers=3, max_seq_len=512)
+    assert config_cache_bytes(dense, 100) == kv_cache_bytes(3, 2, 100, 16)
+    windowed = ModelConfig.small_lm(d_model=64, n_heads=4, n_kv_heads=2, n_layers=3, max_seq_len=512,
+                                    sliding_window=8, sliding_layers=(0, 2))
+    per_position = 2 * 2 * 16 * 2  # K and V, 2 heads of 16, 2 bytes
+    assert config_cache_bytes(windowed, 100) == per_position * (8 + 100 + 8)
+    assert config_cache_bytes(windowed, 5) == config_cache_bytes(dense, 5)  # shorter than the window: no saving
+    with pytest.raises(TypeError, match="config must be a ModelConfig"):
+        config_cache_bytes("Mistral-7B", 100)
