@@ -8,7 +8,8 @@
 ``scale_explorer``          the static explorer of training memory at scale (chapter 12)
 ``explorer_engine.js``      the static explorers' browser engine
 ``live_model``              the live model of the pages: a trained model as a static asset, the explorer's cell
-``live_model.js``           the live model's browser engine: forward pass, tokenizers, sampling, the explorer
+``live_engine.js``          the live model's engine, no DOM (browser and Node): forward pass, tokenizers, sampling
+``live_model.js``           the live model's page interface: the explorer and the chat around the engine
 ``diagrams``                the book's diagrams: attention, masks, heads, blocks, the KV cache
 ``finetuning_diagrams``     chapter 15's diagrams: the LoRA update, a chat's token spans and its loss mask
 ``drawing``                 the pen behind the diagrams: boxes, arrows, grids, the palette

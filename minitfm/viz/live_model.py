@@ -1,12 +1,14 @@
-"""The live model of the book's pages: a trained model as a static asset that ``live_model.js`` runs in the browser.
+"""The live model of the book's pages: a trained model as a static asset that JavaScript runs in the browser.
 
-``live_model.js`` (beside this module) is a dependency-free JavaScript forward pass of ``DecoderOnlyLM`` with its
-tokenizer, sampling, the live explorer and a chat. This module writes what it runs: ``NAME.bin`` (every tensor,
+Beside this module, ``live_engine.js`` is a dependency-free JavaScript forward pass of ``DecoderOnlyLM`` with its
+tokenizers and sampling, with no DOM (it runs under Node too: tests/viz/test_live_model_node.py), and
+``live_model.js`` the page interface, the live explorer and a chat; the site serves the two as one script,
+``live_model.js`` (:func:`page_js`). This module writes what they run: ``NAME.bin`` (every tensor,
 little-endian float16 or float32) and its header ``NAME.json`` (dtype, the config fields the engine reads, each
 tensor's name, shape and byte offset, the tokenizer, a chat model's template ids, the checkpoint's sha256, float16's
 error on a probe batch); it reads an asset back (:func:`read_asset`, :func:`model_from_asset`), lists why one is not
 current (:func:`asset_problems`) and writes the bundle the site serves from ``_assets/live/`` (:func:`bundle`: the
-engine, and ``NAME.js``, the header and the .bin in base64: a ``file://`` page may load scripts, not fetch files).
+page script, and ``NAME.js``, the header and the .bin in base64: a ``file://`` page may load scripts, not fetch files).
 :func:`live_explorer` is the cell output that mounts the explorer (a chat for a chat model) on a book page.
 
     python -m minitfm.viz.live_model write        # rewrite the shipped assets from their checkpoints
@@ -232,26 +234,34 @@ def asset_problems(name: str = "small_lm", folder: Path = ASSETS) -> list[str]:
 
 # ---- the page: the scripts the site serves, and the cell output that mounts the explorer ---------------------
 
-def engine_js() -> str:  # the text of live_model.js
-    return resources.files(__package__).joinpath("live_model.js").read_text(encoding="utf-8")
+def engine_js() -> str:
+    """The text of ``live_engine.js``: the model, tokenizers and sampling, without the page (Node can run it)."""
+    return resources.files(__package__).joinpath("live_engine.js").read_text(encoding="utf-8")
+
+
+def page_js() -> str:
+    """What the site serves as ``_assets/live/live_model.js``: the engine, then the page interface that needs it."""
+    return engine_js() + "\n" + resources.files(__package__).joinpath("live_model.js").read_text(encoding="utf-8")
 
 
 def asset_script(name: str = "small_lm", folder: Path = ASSETS) -> str:
-    """``NAME.js``: registers the asset (header and base64 .bin) as ``window.minitfmLive.assets[NAME]``."""
+    """``NAME.js``: registers the asset (header and base64 .bin) as ``minitfmLive.assets[NAME]`` (a page's global,
+    or Node's: the engine reads it in both)."""
     header, data = read_asset(name, folder)
     payload = json.dumps({"header": header, "b64": base64.b64encode(data).decode("ascii")}, ensure_ascii=True,
                          separators=(",", ":")).replace("</", "<\\/")  # inline in a <script>: no "</script>"
     return (f"// minitfm live asset {name}: written by python -m minitfm.viz.live_model bundle; do not edit\n"
             "(function (g) { var ns = g.minitfmLive = g.minitfmLive || {}; ns.assets = ns.assets || {};\n"
-            f"ns.assets[{json.dumps(name)}] = {payload}; }})(window);\n")
+            f"ns.assets[{json.dumps(name)}] = {payload}; }})(typeof globalThis !== \"undefined\" ? globalThis : window);\n")
 
 
 def bundle(out_dir, names=None, folder: Path = ASSETS) -> list[Path]:
-    """Write ``live_model.js`` and each asset's ``NAME.js`` into ``out_dir`` (the site's ``_assets/live/``)."""
+    """Write ``live_model.js`` (:func:`page_js`: engine and page interface) and each asset's ``NAME.js`` into
+    ``out_dir`` (the site's ``_assets/live/``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "live_model.js"]
-    written[0].write_text(engine_js(), encoding="utf-8")
+    written[0].write_text(page_js(), encoding="utf-8")
     for name in sorted(SHIPPED) if names is None else names:
         written.append(out / f"{name}.js")
         written[-1].write_text(asset_script(name, folder), encoding="utf-8")
@@ -266,14 +276,14 @@ class LiveExplorer:
     def __init__(self, name: str, prompt: str, inline: bool):
         header, _ = read_asset(name)
         self.name, self.prompt = name, prompt
-        self.engine_bytes = len(engine_js().encode("utf-8"))
+        self.engine_bytes = len(page_js().encode("utf-8"))  # the engine and the page interface
         self.asset_bytes = len(asset_script(name).encode("utf-8"))
         self.weight_bytes, self.dtype = header["nbytes"], header["dtype"]
         digest = hashlib.sha1(f"{name}|{prompt}".encode()).hexdigest()[:8]
         self.element_id = f"minitfm-live-{name}-{digest}-{next(_instances)}"
         loader = (ASSETS / "loader.js").read_text(encoding="utf-8").split("\n", 3)[3]  # without its comment lines
         loader = loader.replace("__ID__", self.element_id).replace("__NAME__", name)
-        embedded = f"<script>{engine_js()}</script><script>{asset_script(name)}</script>" if inline else ""
+        embedded = f"<script>{page_js()}</script><script>{asset_script(name)}</script>" if inline else ""
         box = ("background:#fff;color:#1f2328;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;margin:8px 0;"
                "max-width:100%;box-sizing:border-box;font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,"
                "'Noto Sans','PingFang SC',sans-serif")

@@ -1,5 +1,5 @@
-"""The live model of the pages (minitfm/viz/live_model.py and live_model.js): the shipped asset is current, the
-JavaScript forward pass equals PyTorch's (max |Δ logit| <= 1e-4 in float32), its greedy tokens equal
+"""The live model of the pages (minitfm/viz/live_model.py, live_engine.js, live_model.js): the shipped asset is current,
+the JavaScript forward pass equals PyTorch's (max |Δ logit| <= 1e-4 in float32), its greedy tokens equal
 ``minitfm.generation.generate``'s, its tokenizers give minitfm's ids (Chinese and emoji included), and the explorer
 mounts from ``file://`` in both languages, on a phone-sized viewport, with 0 axe-core violations.
 
@@ -142,7 +142,8 @@ def test_the_cell_output_is_light_and_loads_from_the_site():
     assert "_assets/live/live_model.js" in explorer.html and "http://" not in explorer.html
     assert explorer.html.count("</script>") == 1 and "&quot;hi&quot; &lt;/script&gt;" in explorer.html
     assert explorer.page_bytes == explorer.engine_bytes + explorer.asset_bytes > explorer.weight_bytes
-    colours = re.search(r"var VIRIDIS = (\[\[.*?\]\]);", lm.engine_js(), re.S).group(1)
+    assert explorer.engine_bytes == len(lm.page_js().encode()) and lm.page_js().startswith(lm.engine_js())
+    colours = re.search(r"var VIRIDIS = (\[\[.*?\]\]);", lm.page_js(), re.S).group(1)
     assert json.loads(colours) == json.loads(_viridis()), "live_model.js's VIRIDIS must be the static explorers' map"
 
 
