@@ -75,8 +75,9 @@ def choice_scores(token_log_probs, choices) -> ChoiceScores:
 
 
 def multiple_choice_metrics(scores: ChoiceScores, gold: int) -> dict:
-    """lm-eval's per-item metrics: ``acc``, ``acc_norm`` (per character), ``acc_bytes`` and ``acc_per_token``,
-    each 1.0 when that normalisation's argmax is the gold index, else 0.0. Average over items for the score."""
+    """Per-item metrics: lm-eval's ``acc``, ``acc_norm`` (per character) and ``acc_bytes``, and this library's
+    ``acc_per_token`` (not an lm-eval metric), each 1.0 when that normalisation's argmax is the gold index, else
+    0.0. Average over items for the score."""
     gold = check_count(gold, "gold")
     if gold >= len(scores.sum):
         raise ValueError(f"gold must index one of the {len(scores.sum)} choices, got {gold}")
