@@ -23,7 +23,8 @@ changes the tool can say which file, which cell, what the English was and what i
 
 A translator edits ``zh`` (and, after checking the new English, copies it into ``en``); nothing else in
 the file needs touching. Math, code spans, link targets, anchors and the heading levels of a translation
-must be those of its English (as sets): :func:`invariant_problems` checks them.
+must be those of its English (as sets): :func:`invariant_problems` checks them. A space typed beside full-width
+punctuation or between two Chinese characters (``）␣和``) is reported too (:func:`typed_spaces`).
 
 A figure's alt text is English prose too, but it lives in its code cell's metadata
 (``mystnb.image.alt``), not in Markdown: it has its own entry, keyed ``<cell id>/alt``.
@@ -522,7 +523,7 @@ def invariant_problems(en: str, zh: str) -> list[str]:
 class Problem:
     file: str  # the English source
     key: str
-    kind: str  # "missing", "stale", "invariant", "orphan", "no translation file"
+    kind: str  # "missing", "stale", "invariant", "space", "orphan", "no translation file"
     detail: str = ""
 
     def __str__(self) -> str:
@@ -538,6 +539,7 @@ def problems_of(source: Path, root: Path = ROOT) -> list[Problem]:
     tr = read_translation(path).by_key()
     found = []
     current = source_entries(source)
+    inside = source_contexts(source)
     translated = {e.en.rstrip("\n") for e in tr.values() if e.zh.strip()}
     for key, en in current:
         entry = tr.get(key)
@@ -550,6 +552,8 @@ def problems_of(source: Path, root: Path = ROOT) -> list[Problem]:
                                                f"(python tools/i18n.py stale {rel})"))
         else:
             found.extend(Problem(rel, key, "invariant", p) for p in invariant_problems(en, entry.zh))
+            found.extend(Problem(rel, key, "space", f"a typed space Chinese does not have: {s!r}")
+                         for s in typed_spaces(entry.zh, inside.get(key, ())))
     keys = {k for k, _ in current}
     found.extend(Problem(rel, k, "orphan", "no such cell or block in the English any more (run extract)")
                  for k in tr if k not in keys)
@@ -804,6 +808,38 @@ def stray_line_breaks(text: str, inside: Directives = ()) -> list[str]:
                 after = "".join(p for p in pieces[i + 1:] if p is not None)
                 if renders_as_stray_space(before, after):
                     found.append(f"{before[-15:]}⏎{after[:15]}")
+    return found
+
+
+_TYPED_SPACE = re.compile(r"[ \t\u00a0]+")
+
+
+def typed_spaces(text: str, inside: Directives = ()) -> list[str]:
+    """The spaces typed into the prose of a Chinese text (as markdown-it parses it, directives' bodies included,
+    code and math left out) that Chinese typesetting does not have, each as ``'…before␣after…'``: a space next
+    to full-width punctuation, whatever is on its other side (``）␣和``, ``：␣`code```, ``$x$␣，``), or between
+    two Chinese characters (``把␣选择方式``). Full-width punctuation carries its own space; the edition writes
+    none beside it. Between Chinese and a Latin word, math or code the space stays: that is the edition's
+    convention (``的 GPT-2``, ``用 `generate` 生成``), as for a line break (:func:`renders_as_stray_space`).
+    Punctuation that Chinese and English share (“” · …) is left alone: a space beside it can be meant
+    (``README · 本书中文版``, ``“更差” = 留出集上的损失``)."""
+    found = []
+    for token in _markdown().parse(_prose_view(text, inside)):
+        if token.type != "inline" or not token.children:
+            continue
+        seen = ""  # what the reader sees, code, math and images as "x" (neither Chinese nor punctuation)
+        for child in token.children:
+            if child.type == "text":
+                seen += child.content
+            elif child.type in ("softbreak", "hardbreak"):
+                seen += "\n"
+            elif child.type in ("code_inline", "image", "html_inline") or child.type in _MATH_TOKENS:
+                seen += "x"
+        for m in _TYPED_SPACE.finditer(seen):
+            before, after = seen[:m.start()].split("\n")[-1], seen[m.end():].split("\n")[0]
+            kinds = (_char_kind(before[-1]), _char_kind(after[0])) if before and after else ()
+            if "punctuation" in kinds or kinds == ("chinese", "chinese"):
+                found.append(f"{before[-15:]}{'␣' * len(m.group())}{after[:15]}")
     return found
 
 

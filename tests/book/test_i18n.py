@@ -468,6 +468,41 @@ def test_no_translation_leaves_a_line_break_that_renders_as_a_space():
     assert not found, f"{len(found)} line breaks render as a space:\n  " + "\n  ".join(found[:40])
 
 
+@pytest.mark.parametrize("zh, found", [
+    # reported: a typed space beside full-width punctuation, whatever is on its other side, or between Chinese
+    ("然后用 `config_cache_bytes`（`minitfm.generation.kv_memory`） 和一个 `ModelConfig` 验证",
+     ["然后用 x（x）␣和一个 x 验证"]),  # the stray space of 345e79c (13b.4)
+    ("结论： `generate` 给出", ["结论：␣x 给出"]), ("用 `generate` ，再", ["用 x␣，再"]),  # punctuation and code
+    ("损失 。下一句", ["损失␣。下一句"]), ("一个 **（加粗）** 词", ["一个␣（加粗） 词", "一个 （加粗）␣词"]),
+    ("把 选择方式 切换", ["把␣选择方式 切换", "把 选择方式␣切换"]),  # between Chinese characters
+    ("| 表格 ，单元 | 二 |\n| --- | --- |\n| 中 | 文 |", ["表格␣，单元"]),  # inside a table cell too
+    # left alone: the edition's conventional space between Chinese and Latin text, code or math, and spaces
+    # beside shared punctuation, in code, in math and in code blocks
+    ("用 `generate` 生成 GPT-2 的 $x$ 文本", []), ("“更差” = 留出集", []), ("README · 本书中文版", []),
+    ("代码 `a ，b` 中文", []), ("$\\text{中 ，文}$", []), ("```\n中文 ，代码\n```", []),
+    ("（`generate`）和一个", []), ("第一行，\n第二行", []),
+])
+def test_a_typed_space_beside_full_width_punctuation_or_between_chinese_is_reported(zh, found):
+    assert i18n.typed_spaces(zh) == found
+
+
+def test_check_reports_a_typed_space_by_file_and_cell(repo, capsys):
+    source = repo / "notebooks" / "02_masks.ipynb"
+    path = i18n.translation_path(source, repo)
+    tr = i18n.read_translation(path)
+    entry = next(e for e in tr.entries if "，" in e.zh)
+    entry.zh = entry.zh.replace("，", " ，", 1)
+    i18n.write_translation(path, tr)
+    assert [(p.key, p.kind) for p in i18n.problems_of(source, repo)] == [(entry.key, "space")]
+    assert i18n.main(["--root", str(repo), "check", str(source)]) == 1
+    assert f"[{entry.key}] space: a typed space Chinese does not have: " in capsys.readouterr().out
+
+
+def test_no_translation_has_a_typed_space_beside_full_width_punctuation():
+    problems = [p for p in i18n.all_problems() if p.kind == "space"]
+    assert not problems, "typed spaces that Chinese does not have:\n  " + "\n  ".join(map(str, problems[:40]))
+
+
 # ------------------------------------------------------------------------------ smaller points of the review
 def test_a_price_is_not_math():
     en = "Here $x$ is math: GPT-3 cost $4.6M and Llama $2M to train."  # the review's example
