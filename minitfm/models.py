@@ -111,9 +111,8 @@ class _Transformer(nn.Module):
 
     def alibi(self, t_q: int, t_k: int) -> torch.Tensor | None:
         """(1, H, T_q, T_k) ALiBi bias, or None for other positional schemes."""
-        if self.config.pos != "alibi":
-            return None
-        return alibi_bias(self.config.n_heads, t_q, t_k, device=self.tok_emb.weight.device)
+        return None if self.config.pos != "alibi" else alibi_bias(self.config.n_heads, t_q, t_k,
+                                                                  device=self.tok_emb.weight.device)
 
     def _new_cache(self, cls, batch_size: int, length: int, dtype, device, **extra) -> KVCache:
         c = self.config
@@ -141,10 +140,10 @@ class DecoderOnlyLM(_Transformer):
     """A GPT-style language model: ``n_layers`` causal DecoderBlocks without cross-attention.
 
     ``forward(tokens (B, T), *, caches, positions, key_mask, attn_mask, return_intermediates)`` returns logits
-    (B, T, V), or ``(logits, Intermediates)``. ``positions`` (T,) or (B, T) overrides the default
-    (P + arange(T), or counted from ``key_mask``); ``key_mask`` (B, P + T) bool, ``True`` = real token;
-    ``attn_mask`` (B or 1, 1, T, P + T) bool, ``True`` = query may attend to key, narrows the causal mask
-    further (it is combined with it, never replaces it: packed rows pass a block-diagonal one).
+    (B, T, V), or ``(logits, Intermediates)``: ``lm_head`` on ``hidden_states(tokens, ...)`` (B, T, D), the one
+    pass. ``positions`` (T,) or (B, T) overrides the default (P + arange(T), or counted from ``key_mask``);
+    ``key_mask`` (B, P + T) bool, ``True`` = real token; ``attn_mask`` (B or 1, 1, T, P + T) bool, ``True`` = query
+    may attend to key, narrows the causal mask further (combined with it: packed rows pass a block-diagonal one).
 
     Layer i attends within ``config.layer_window(i)`` keys (a sliding window, counted in columns of the cache
     as ``transformers`` counts them) and rotates with ``config.layer_rope(i)``: both are read once, here.
@@ -160,8 +159,7 @@ class DecoderOnlyLM(_Transformer):
         self._init_weights()
 
     def window_masks(self, mask: torch.Tensor | None, t: int, past: int, device) -> dict:
-        """{W: the mask of a layer with window W (None: every key visible)} for every window of the model, and
-        {None: mask} for the layers without one."""
+        """{W: the mask of the layers with window W (None: every key visible)}, and {None: mask} for the others."""
         masks = {None: mask}
         for w in set(self.layer_windows) - {None}:
             window = sliding_window_mask(t, past + t, w, device=device)  # (T, P + T)
@@ -193,39 +191,45 @@ class DecoderOnlyLM(_Transformer):
         counted = (key_mask.long().cumsum(dim=-1) - 1).clamp(min=0)  # (B, P + T): index among real tokens
         return counted[:, past:]  # (B, P + T) -> (B, T)
 
-    def forward(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None, attn_mask=None,
-                return_intermediates: bool = False):
+    def hidden_states(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None, attn_mask=None,
+                      _inter: Intermediates | None = None) -> torch.Tensor:
+        """(B, T) ids -> (B, T, D) after the final norm (what ``lm_head`` reads): ``forward`` without the head."""
         past = self._check_caches(caches, len(self.layers), cross=False)
         self.check_tokens(tokens, "tokens", past)
         b, t = tokens.shape
         auto_positions = self.positions_from_mask(key_mask, past, t, b, tokens.device)
         positions = auto_positions if positions is None else positions
-        mask = None  # one new token after a cache sees every key: a decode step needs no mask
-        if t > 1 or key_mask is not None or attn_mask is not None:
-            mask = causal_mask(t, past + t, device=tokens.device)  # (1, T, P + T)
+        masked = t > 1 or key_mask is not None or attn_mask is not None  # one new token after a cache sees every key
+        mask = causal_mask(t, past + t, device=tokens.device) if masked else None  # (1, T, P + T)
         if key_mask is not None:
             mask = mask & key_mask[:, None, None, :]  # (1, T, P + T) & (B, 1, 1, P + T) -> (B, 1, T, P + T)
         if attn_mask is not None:
             check_tensor(attn_mask, "attn_mask", ndim=4)
-            if (attn_mask.dtype != torch.bool or attn_mask.shape[0] not in (1, b) or attn_mask.shape[1] != 1
-                    or attn_mask.shape[2:] != (t, past + t)):
+            if attn_mask.dtype != torch.bool or attn_mask.shape[0] not in (1, b) or attn_mask.shape[1:] != (1, t, past + t):
                 raise ValueError(f"attn_mask must be bool (B, 1, T, P + T) = ({b}, 1, {t}, {past + t}) with True = "
                                  f"may attend, got {attn_mask.dtype} {tuple(attn_mask.shape)}")
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device)
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
-        x = self.embed(tokens, positions)
-        inter = Intermediates(decoder_hidden=[x]) if return_intermediates else None
+        x, inter = self.embed(tokens, positions), _inter
+        if inter is not None:
+            inter.decoder_hidden.append(x)
         with trusted_inputs():  # everything the layers get was checked above or built here
             for i, layer in enumerate(self.layers):
                 x, weights, _ = layer(x, mask=masks[self.layer_windows[i]], bias=bias, rope=ropes[self.layer_ropes[i]],
                                       positions=positions, cache=None if caches is None else caches[i],
-                                      need_weights=return_intermediates)
+                                      need_weights=inter is not None)
                 if inter is not None:
                     inter.decoder_self.append(weights)
                     inter.decoder_hidden.append(x)
-        logits = self.lm_head(self.final_norm(x))  # (B, T, D) -> (B, T, V)
+        return self.final_norm(x)  # (B, T, D)
+
+    def forward(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None, attn_mask=None,
+                return_intermediates: bool = False):
+        inter = Intermediates() if return_intermediates else None
+        logits = self.lm_head(self.hidden_states(tokens, caches=caches, positions=positions, key_mask=key_mask,
+                                                 attn_mask=attn_mask, _inter=inter))  # (B, T, D) -> (B, T, V)
         if self.config.final_softcap is not None:  # Gemma 2: logits smoothly capped at +-final_softcap
             logits = torch.tanh(logits / self.config.final_softcap) * self.config.final_softcap
         return (logits, inter) if return_intermediates else logits

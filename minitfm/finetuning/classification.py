@@ -23,8 +23,7 @@ from torch import nn
 
 from minitfm._checks import check_number, check_positive_int, check_tensor, check_token_ids
 from minitfm.data import Batch, pad_sequences
-from minitfm.finetuning._forward import check_decoder, hidden_states
-from minitfm.finetuning.lora import lora_layers
+from minitfm.finetuning.lora import check_decoder, lora_layers
 from minitfm.models import DecoderOnlyLM
 
 TRAINABLE = ("head", "last_blocks", "lora", "all")
@@ -36,7 +35,9 @@ class DecoderClassifier(nn.Module):
     Args:
         backbone: the (pretrained) decoder; its ``lm_head`` is kept but not used.
         n_classes: C >= 2.
-        pad_id: the padding id of the batches (padding may be on either side); ``None`` = no padding.
+        pad_id: the padding id of the batches (padding may be on either side; with sliding-window layers pad on
+            the right, since a window counts columns as ``transformers`` does); ``None`` = no padding, and then
+            a batch of several rows needs a ``key_mask``.
     """
 
     def __init__(self, backbone: DecoderOnlyLM, n_classes: int, *, pad_id: int | None = None):
@@ -57,6 +58,10 @@ class DecoderClassifier(nn.Module):
         ``key_mask`` (B, T) bool, ``True`` = real token, overrides ``tokens != pad_id``."""
         check_token_ids(tokens, "tokens")
         b, t = tokens.shape
+        if key_mask is None and self.pad_id is None and b > 1:
+            # transformers' *ForSequenceClassification refuses this too: the last column may be a pad token
+            raise ValueError(f"pad_id=None cannot tell padding from tokens in a batch of {b} rows: give the "
+                             "classifier a pad_id, or pass key_mask (True = real token), or one row at a time")
         if key_mask is None:
             key_mask = torch.ones_like(tokens, dtype=torch.bool) if self.pad_id is None else tokens != self.pad_id
         check_tensor(key_mask, "key_mask", ndim=2)
@@ -66,10 +71,9 @@ class DecoderClassifier(nn.Module):
         empty = (~key_mask.any(dim=1)).nonzero().flatten().tolist()
         if empty:
             raise ValueError(f"rows {empty[:5]} hold only padding (pad_id={self.pad_id}): nothing to classify")
-        positions = (key_mask.long().cumsum(dim=1) - 1).clamp(min=0)  # index among real tokens, as the LM counts
-        causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
-        mask = (causal & key_mask[:, None, :])[:, None]  # (B, 1, T, T): causal, padding keys hidden
-        h = hidden_states(self.backbone, tokens, mask, positions)  # (B, T, D)
+        # the model's own forward: positions count real tokens, padding keys are hidden, and every layer keeps
+        # its window and its RoPE (or none)
+        h = self.backbone.hidden_states(tokens, key_mask=key_mask)  # (B, T, D)
         last = t - 1 - key_mask.flip(1).long().argmax(dim=1)  # (B,) column of the last real token
         return h[torch.arange(b, device=tokens.device), last]  # (B, T, D) -> (B, D)
 

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minitfm._checks import check_number, check_positive_int, check_probability
+from minitfm.models import DecoderOnlyLM
 
 ADAPTER_KEYS = ("lora_A", "lora_B")  # the trainable tensors of a LoRALinear
 
@@ -110,6 +111,12 @@ class LoRALinear(nn.Module):
 def check_model(model) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module (e.g. a minitfm DecoderOnlyLM), got {type(model).__name__}")
+
+
+def check_decoder(model) -> None:
+    """Refuse anything but a :class:`~minitfm.models.DecoderOnlyLM` (the classifier, packing, new tokens)."""
+    if not isinstance(model, DecoderOnlyLM):
+        raise TypeError(f"model must be a minitfm DecoderOnlyLM, got {type(model).__name__}")
 
 
 def lora_layers(model: nn.Module) -> dict[str, LoRALinear]:

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from minitfm.finetuning._forward import check_decoder
+from minitfm.finetuning.lora import check_decoder
 from minitfm.models import DecoderOnlyLM
 from minitfm.text.bpe_tokenizer import Tokenizer
 

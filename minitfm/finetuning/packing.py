@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 
 from minitfm._checks import check_positive_int, check_tensor
-from minitfm.finetuning._forward import check_decoder
+from minitfm.finetuning.lora import check_decoder
 from minitfm.data import Batch
 from minitfm.finetuning.chat import IGNORE_INDEX, RenderedChat
 from minitfm.layers.masks import block_diagonal_mask

@@ -28,6 +28,30 @@ def test_the_pooled_vector_is_the_final_norm_output_at_the_last_token():
         torch.testing.assert_close(clf.pooled(tokens), want, rtol=0, atol=1e-12)
 
 
+BACKBONES = {  # what the classifier must read as the model computes it: windows, NoPE layers, local RoPE
+    "mistral (window 4)": dict(sliding_window=4),
+    "smollm3 (NoPE layer 1)": dict(nope_layers=(1,)),
+    "gemma3 (local RoPE, windows)": dict(norm="rms_offset", ffn="geglu_tanh", sublayer_norm="both", qk_norm="head",
+                                         sliding_window=4, sliding_layers=(0, 1), rope_local_base=50.0,
+                                         rope_base=1e4, rope_scale=2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKBONES))
+def test_the_classifier_reads_the_models_own_forward_on_every_backbone(name):
+    model = backbone(torch.float32, n_heads=4, n_kv_heads=2, **BACKBONES[name])
+    clf = DecoderClassifier(model, 3, pad_id=PAD).eval()
+    seqs = [torch.randint(1, 30, (n,), generator=torch.Generator().manual_seed(n)) for n in (12, 7, 10)]
+    batch = m.pad_sequences(seqs, PAD, side="right")
+    with torch.no_grad():
+        for s, pooled in zip(seqs, clf.pooled(batch)):
+            logits, inter = model(s[None], return_intermediates=True)
+            want = model.final_norm(inter.decoder_hidden[-1])[0, -1]  # (D,): what lm_head reads at the last token
+            assert float((pooled - want).abs().max()) < 1e-5, name
+            assert float((model.lm_head(pooled) - logits[0, -1]).abs().max()) < 1e-5, name
+            torch.testing.assert_close(model.hidden_states(s[None])[0, -1], want, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_padding_on_either_side_does_not_change_the_scores(side):
     clf = DecoderClassifier(backbone(), 3, pad_id=PAD).eval()
@@ -39,6 +63,17 @@ def test_padding_on_either_side_does_not_change_the_scores(side):
         # the test can fail: pooling the last column (a pad token for the short rows) gives other scores
         last_column = clf(batch, key_mask=torch.ones_like(batch, dtype=torch.bool))
     assert float((last_column[1:] - alone[1:]).abs().max()) > 1e-3
+
+
+def test_without_pad_id_a_batch_of_several_rows_is_refused_not_read_at_its_padding():
+    clf = DecoderClassifier(backbone(), 3).eval()  # pad_id=None: nothing tells a pad from a token
+    batch = m.pad_sequences(SEQS, PAD, side="right")
+    with pytest.raises(ValueError, match=r"pad_id=None.*3 rows.*key_mask"):
+        clf(batch)  # the old code pooled the last column, a pad token for rows 1 and 2
+    with torch.no_grad():  # one row, or a key_mask, says where each row ends
+        alone = torch.cat([clf(s[None]) for s in SEQS])
+        masked = clf(batch, key_mask=batch != PAD)
+    assert float((masked - alone).abs().max()) < 1e-12
 
 
 def count(module) -> int:
