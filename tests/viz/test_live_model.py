@@ -4,7 +4,8 @@ the JavaScript forward pass equals PyTorch's (max |Δ logit| <= 1e-4 in float32)
 mounts from ``file://`` in both languages, on a phone-sized viewport, with 0 axe-core violations.
 
 One headless Chromium (the system's, as in the site tests) serves every browser test of this module; the pages load
-the engine and the assets from ``file://`` with ``<script src>``, as a book page opened offline does.
+the engine and the assets from ``file://`` with ``<script src>``, as a book page opened offline does. The engine's
+numerics are checked without a browser too, under Node: test_live_model_node.py.
 """
 from __future__ import annotations
 
