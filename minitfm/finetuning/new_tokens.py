@@ -39,7 +39,8 @@ def with_special_tokens(tokenizer: Tokenizer, tokens: Sequence[str]) -> Tokenize
         raise ValueError(f"{clash} are already ordinary tokens of this vocabulary; choose other strings")
     for token in new:
         vocab[max(vocab) + 1] = token.encode("utf-8")
-    return Tokenizer(vocab, tokenizer.merges, list(tokenizer.special_tokens) + new)
+    # every other setting (split regex, normal form, ignore_merges) as it was: the old ids stay the model's ids
+    return tokenizer.replace(vocab=vocab, special_tokens=list(tokenizer.special_tokens) + new)
 
 
 def resize_token_embeddings(model: DecoderOnlyLM, vocab_size: int) -> DecoderOnlyLM:

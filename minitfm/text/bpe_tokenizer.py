@@ -88,6 +88,18 @@ class Tokenizer:
         self._cache: dict[str, list[int]] = {}
         self._cache_size = cache_size
 
+    def replace(self, **changes) -> "Tokenizer":
+        """A new tokenizer with this one's settings except ``changes`` (``__init__``'s arguments by name), so that
+        a copy with other special tokens keeps the regex, the normal form and ``ignore_merges`` (a test checks
+        that every argument of ``__init__`` is carried over)."""
+        args = dict(vocab=self.vocab, merges=self.merges, special_tokens=self.special_tokens,
+                    cache_size=self._cache_size, split_pattern=self.split_pattern, normalization=self.normalization,
+                    ignore_merges=self.ignore_merges)
+        unknown = sorted(set(changes) - set(args))
+        if unknown:
+            raise TypeError(f"replace() takes Tokenizer's arguments {sorted(args)}, got {unknown}")
+        return type(self)(**{**args, **changes})
+
     def __repr__(self) -> str:
         return (f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
                 f"special_tokens={self.special_tokens})")

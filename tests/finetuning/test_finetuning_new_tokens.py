@@ -84,3 +84,55 @@ def test_the_chapters_fine_tuning_runs_on_a_published_checkpoint(tiny_gpt2):
     assert history.loss[-1] < 0.2 * history.loss[0]
     assert replies(model, template, [[{"role": "user", "content": "what is two plus three?"}]],
                    max_new_tokens=8) == [" five."]
+
+
+# Library review H2: a Llama 3- or Qwen-style tokenizer keeps its split regex, its normal form and ignore_merges.
+# Their tokenizer.json files are built here with `tokenizers` (the patterns are those files' public ones).
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+NOT_GPT2 = ["IT'S 12345 o'clock, YOU'RE late", "cafe\u0301 and café", "x\n\n  y", "abc xabc", "1234567 apples"]
+
+
+def _tokenizer_json(tmp_path, kind):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+    pattern, nfc, ignore_merges = {"llama3": (LLAMA3_PATTERN, False, True), "qwen2": (QWEN2_PATTERN, True, False)}[kind]
+    hf = tokenizers.Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="isolated"),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    hf.normalizer = normalizers.NFC() if nfc else None
+    hf.decoder = decoders.ByteLevel()
+    corpus = [TEXT, "It's 5 o'clock; they're late. Prices rose 3.5% to $1,234,567 in 2024. abc abc ab bc " * 5,
+              "café naïve résumé " * 10]
+    hf.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                                       show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.save(str(tmp_path / "tokenizer.json"))
+    return hf, P.load_tokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["llama3", "qwen2"])
+def test_new_tokens_keep_the_split_regex_the_normal_form_and_ignore_merges(tmp_path, kind):
+    hf, old = _tokenizer_json(tmp_path, kind)
+    new = with_special_tokens(old, CHAT_SPECIAL_TOKENS)
+    assert (new.split_pattern, new.normalization, new.ignore_merges) == \
+        (old.split_pattern, old.normalization, old.ignore_merges)
+    for text in NOT_GPT2:
+        assert new.encode(text) == hf.encode(text, add_special_tokens=False).ids, (kind, text)
+    assert new.encode("hi<|user|>") == old.encode("hi") + [new.special_ids["<|user|>"]]
+
+
+def test_replace_carries_every_argument_of_the_tokenizer():
+    import inspect
+
+    old = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"<|endoftext|>"}, [], ["<|endoftext|>"],
+                    normalization="NFC",
+                    split_pattern=r"\p{N}| ?\p{L}+|\s+|.", ignore_merges=True)
+    for name in inspect.signature(Tokenizer).parameters:  # a new argument must be carried over too
+        new = old.replace(**{name: getattr(old, name, getattr(old, "_" + name, None))})
+        assert (new.split_pattern, new.normalization, new.ignore_merges) == (old.split_pattern, "NFC", True), name
+    with pytest.raises(TypeError, match=r"replace\(\) takes Tokenizer's arguments .* got \['pattern'\]"):
+        old.replace(pattern="x")
