@@ -268,6 +268,12 @@ def bundle(out_dir, names=None, folder: Path = ASSETS) -> list[Path]:
     return written
 
 
+# What the explorer shows where no JavaScript runs, in both languages: each edition's page shows its own (the page's
+# lang, _static/minitfm.css), and a notebook viewer without the book's CSS shows both.
+NO_SCRIPT = ('<div lang="en">The live model needs JavaScript: it runs on the book\'s web page.</div>'
+             '<div lang="zh-CN">实时模型需要 JavaScript：它在本书的网页上运行。</div>')
+
+
 class LiveExplorer:
     """The cell output of a live explorer: a small HTML block whose script loads the engine and the asset from the
     site (``_assets/live/``) and mounts the explorer; ``inline=True`` embeds both instead (megabytes: for a local
@@ -289,8 +295,8 @@ class LiveExplorer:
                "'Noto Sans','PingFang SC',sans-serif")
         self.html = (f'<div id="{self.element_id}" class="minitfm-live" data-minitfm-live="{name}" '
                      f'data-minitfm-prompt="{html_lib.escape(prompt)}" style="{box}">'
-                     f'<div data-minitfm-live-status role="status">The live model needs JavaScript: it runs on the '
-                     "book's web page.</div></div>" + embedded + f"<script>{loader}</script>")
+                     f'<div data-minitfm-live-status role="status">{NO_SCRIPT}</div></div>'
+                     + embedded + f"<script>{loader}</script>")
 
     @property
     def page_bytes(self) -> int:

@@ -503,6 +503,34 @@ def test_no_translation_has_a_typed_space_beside_full_width_punctuation():
     assert not problems, "typed spaces that Chinese does not have:\n  " + "\n  ".join(map(str, problems[:40]))
 
 
+@pytest.fixture(scope="module")
+def chromium():
+    from site_browser import browser_for_a_module
+
+    yield from browser_for_a_module()
+
+
+@pytest.mark.parametrize("lang, shown", [
+    ("en", "The live model needs JavaScript: it runs on the book's web page."),
+    ("zh-CN", "实时模型需要 JavaScript：它在本书的网页上运行。"),
+])
+def test_the_live_model_without_javascript_speaks_the_language_of_its_page(chromium, tmp_path, lang, shown):
+    """A live model's cell output is the same in both editions (the notebooks' outputs are identical): its line for
+    a page without JavaScript is written in both languages, and the book's CSS shows the page's own."""
+    from minitfm.viz.live_model import live_explorer
+
+    css = (ROOT / "_static" / "minitfm.css").as_uri()
+    page_file = tmp_path / f"{lang}.html"
+    page_file.write_text(f'<!DOCTYPE html><html lang="{lang}"><head><meta charset="utf-8"><title>t</title>'
+                         f'<link rel="stylesheet" href="{css}"></head><body>{live_explorer(prompt="the dog").html}'
+                         "</body></html>", encoding="utf-8")
+    context = chromium.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(page_file.as_uri())
+    assert page.inner_text("[data-minitfm-live-status]").strip() == shown
+    context.close()
+
+
 # ------------------------------------------------------------------------------ smaller points of the review
 def test_a_price_is_not_math():
     en = "Here $x$ is math: GPT-3 cost $4.6M and Llama $2M to train."  # the review's example
