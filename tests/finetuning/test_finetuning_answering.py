@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import minitfm as m
-from minitfm.finetuning import ChatTemplate, completions, replies, reply, score, statement_recall, supervised_finetune
+from minitfm.finetuning import ChatTemplate, RenderedChat, completions, replies, reply, score, statement_recall, supervised_finetune
 from minitfm.finetuning import tasks as T
 from minitfm.lm.base_lm import base_lm_config, byte_tokenizer
 from minitfm.training import TrainConfig
@@ -47,14 +47,39 @@ def test_score_checks_each_reply_against_its_answer(tuned):
         score(tuned, TEMPLATE, ["What is 1 + 1?"])
 
 
-def test_completions_and_statement_recall_read_plain_text():
+@pytest.fixture(scope="module")
+def knows_one_sum():
+    """A base model that has read one plain statement, ``1 + 1 = 2.``, and nothing else: it knows that fact and
+    not ``2 + 2 = 4.`` (an untrained model knows neither, so an all-False recall would pass on it)."""
     torch.manual_seed(0)
-    model = m.DecoderOnlyLM(base_lm_config(d_model=32, n_layers=2, d_ff=64, max_seq_len=64)).eval()
-    texts = completions(model, TOKENIZER, ["1 + 1 = ", "a"], 4, bos_id=256)
-    assert len(texts) == 2 and all(len(t.encode("utf-8", errors="surrogatepass")) >= 1 for t in texts)
+    model = m.DecoderOnlyLM(base_lm_config(d_model=32, n_layers=2, d_ff=64, max_seq_len=64))
+    ids = torch.tensor([256] + TOKENIZER.encode("1 + 1 = 2."))
+    statement = RenderedChat(ids, ids.clone(), [])
+    history = supervised_finetune(model, [statement] * 4, TrainConfig(steps=60, batch_size=4, lr=1e-2,
+                                  label_smoothing=0.0, seed=0), mask_prompt=False, progress=False)
+    assert history.loss[-1] < 0.05
+    return model.eval()
+
+
+def _greedy_by_hand(model, prefix: str, n: int) -> str:
+    """``n`` greedy tokens after ``<bos> prefix``, one full forward pass each, no padding and no cache."""
+    ids = torch.tensor([[256] + TOKENIZER.encode(prefix)])
+    with torch.no_grad():
+        for _ in range(n):
+            ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return TOKENIZER.decode(ids[0, -n:].tolist())
+
+
+def test_completions_and_statement_recall_read_plain_text(knows_one_sum):
+    model = knows_one_sum
+    assert completions(model, TOKENIZER, ["1 + 1 = "], 2, bos_id=256) == ["2."]  # the exact text, prompt cut off
+    # Prefixes of different lengths share a left-padded batch: each equals its own unpadded greedy loop. Byte 0
+    # is id 0, the pad id, so "\x00" is a real token that only the prompt mask tells apart from padding.
+    prefixes = ["1 + 1 = ", "a", "\x00 + 1", "2 + "]
+    assert completions(model, TOKENIZER, prefixes, 4, bos_id=256) == [_greedy_by_hand(model, p, 4) for p in prefixes]
     facts = [dict(a=1, b=1, answer="2"), dict(a=2, b=2, answer="4")]
-    greedy = completions(model, TOKENIZER, ["1 + 1 = ", "2 + 2 = "], 2, bos_id=256)
-    assert statement_recall(model, TOKENIZER, "add", facts, bos_id=256) == [g == f"{f['answer']}." for g, f in
-                                                                            zip(greedy, facts)]
+    assert _greedy_by_hand(model, "2 + 2 = ", 2) != "4."  # the fact it never read
+    assert statement_recall(model, TOKENIZER, "add", facts, bos_id=256) == [True, False]
+    assert statement_recall(model, TOKENIZER, "add", facts[::-1], bos_id=256) == [False, True]
     with pytest.raises(TypeError, match="non-empty list"):
         completions(model, TOKENIZER, "1 + 1 = ", 2, bos_id=256)
