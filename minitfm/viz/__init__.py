@@ -4,6 +4,7 @@
 ``explorer_data``           the numbers every view shows, computed once (one data source, three views)
 ``plotting``                matplotlib figures: attention heatmaps, curves
 ``explorers``               ipywidgets explorers with sliders (in a running notebook)
+``chat_box``                a chat box over a reply function (in a running notebook), labelled in its edition's language
 ``static_explorers``        the same explorers as self-contained HTML for the book's pages
 ``scale_explorer``          the static explorer of training memory at scale (chapter 12)
 ``explorer_engine.js``      the static explorers' browser engine
