@@ -11,6 +11,8 @@ and :func:`sample_texts` generates sentences whose validity :func:`minitfm.lm.co
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
@@ -33,8 +35,20 @@ CHECKPOINT = Path(__file__).parent / "assets" / "small_lm.pt"  # written by benc
 
 
 def small_lm_config(tokenizer: WordTokenizer | None = None, **overrides) -> ModelConfig:
-    """``ModelConfig.small_lm`` sized to the corpus vocabulary (ids 0, 1, 2 = pad, bos, eos)."""
+    """``ModelConfig.small_lm`` sized to the corpus vocabulary (ids 0, 1, 2 = pad, bos, eos); ``overrides`` are
+    other ``ModelConfig`` fields (the vocabulary size and the special ids come from the tokenizer)."""
     _check_tokenizer(tokenizer)
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        near = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
+        hints = "; ".join(f"{k!r}: did you mean {m[0]!r}?" for k, m in near.items() if m)
+        raise TypeError(f"small_lm_config got {unknown}, which are not ModelConfig fields" + (f" ({hints})" if hints
+                                                                                                else ""))
+    fixed = sorted(set(overrides) & {"vocab_size", "pad_id", "bos_id", "eos_id"})
+    if fixed:
+        raise ValueError(f"small_lm_config takes {fixed} from the tokenizer, so they cannot be overridden; pass "
+                         "another WordTokenizer, or use ModelConfig.small_lm directly")
     tokenizer = make_tokenizer() if tokenizer is None else tokenizer
     return ModelConfig.small_lm(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
                                 bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, **overrides)

@@ -30,6 +30,15 @@ def test_config_matches_tokenizer():
     assert (cfg.pad_id, cfg.bos_id, cfg.eos_id) == (tok.pad_id, tok.bos_id, tok.eos_id)
 
 
+def test_small_lm_config_refuses_an_unknown_or_a_fixed_keyword_by_name():
+    with pytest.raises(TypeError, match=r"small_lm_config got \['d_modle'\], which are not ModelConfig fields "
+                                        r"\('d_modle': did you mean 'd_model'\?\)"):
+        small_lm_config(d_modle=64)
+    with pytest.raises(ValueError, match=r"takes \['pad_id', 'vocab_size'\] from the tokenizer"):
+        small_lm_config(vocab_size=50, pad_id=3)
+    assert small_lm_config(d_model=64).d_model == 64
+
+
 def test_lm_batches_shift_and_trim():
     tok = make_tokenizer()
     rows = lm_rows(generate_sentences(200, seed=0), tok, 40)
