@@ -63,6 +63,20 @@ def test_chapter_7s_seed_table_normalises_alike_when_its_signs_flip():
     assert sanitize(here) == sanitize(there)
 
 
+@pytest.mark.parametrize("variants", [
+    # the page's readout: quotes and < > & as HTML entities (the gallery's first map names '<eos>')
+    ["strongest: &#x27;&lt;eos&gt;&#x27; → &#x27;id 5&#x27; 0.37 · mean row entropy 1.54 nats</div>",
+     "strongest: &#x27;id 7&#x27; → &#x27;id 8&#x27; 0.36 · mean row entropy 1.54 nats</div>",
+     "strongest: &#x27;A&#x27; → &#x27;&lt;bos&gt;&#x27; 0.4 · mean row entropy 1.5 nats</div>"],
+    # the data block: JSON's escapes
+    ["\"strongest: '\\u003ceos\\u003e' \\u2192 'id 5' 0.37 \\u00b7 mean row entropy 1.54 nats\"",
+     "\"strongest: 'id 7' \\u2192 'id 8' 0.37 \\u00b7 mean row entropy 1.54 nats\""],
+])
+def test_an_attention_explorers_strongest_pair_normalises_alike(variants):
+    """The strongest query-key pair of a map is an argmax: near-equal weights pick another pair on another CPU."""
+    assert len({sanitize(v) for v in variants}) == 1, [sanitize(v) for v in variants]
+
+
 @pytest.mark.parametrize("a, b", [
     ("+3 tokens", "-3 tokens"),  # an integer keeps its sign
     ("3 of 20 seeds", "4 of 20 seeds"),  # counts are compared
