@@ -478,23 +478,50 @@ def _heading_levels(text: str) -> tuple[int, ...]:
     return tuple(int(t.tag[1]) for t in _markdown().parse(text) if t.type == "heading_open")
 
 
+_MATH_WORDS = re.compile(r"\\text\{[^{}]*\}")  # words inside math (\text{tokens before it}): a translation's own
+_PYTHON_FENCES = ("", "python", "py", "python3", "ipython", "ipython3")
+
+
+def without_comments(code: str) -> str:
+    """Python code (a fence in Markdown, such as a solution) without its comments: a translation translates them.
+    Each comment goes with the spaces before it, and a line that held only a comment goes; code that Python's
+    tokenizer cannot read is kept whole."""
+    import io
+    import textwrap
+    import tokenize
+
+    lines = textwrap.dedent(code).split("\n")
+    try:
+        comments = [t.start for t in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline)
+                    if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):
+        return code.strip()
+    for row, col in comments:
+        lines[row - 1] = lines[row - 1][:col].rstrip() or None
+    return "\n".join(line for line in lines if line is not None).strip()
+
+
 def invariants(text: str) -> dict[str, set]:
     """What a translation must keep exactly: math, code spans, link targets, anchors, code blocks, and the
-    levels of its headings in order (the Chinese site gives each heading the anchor of its English one)."""
+    levels of its headings in order (the Chinese site gives each heading the anchor of its English one).
+    Two things inside them are prose and may be translated: the words of math's ``\\text{...}`` and the comments
+    of a Python code block (a solution in Markdown; code cells are never translated)."""
     code_blocks = set()
 
     def keep_code(m):
-        if _is_directive(m.group(3).strip()):
+        info = m.group(3).strip()
+        if _is_directive(info):
             return m.group(0)  # a directive's body is prose
-        code_blocks.add(m.group(4).strip())
+        code = m.group(4)
+        code_blocks.add(without_comments(code) if info.split(" ")[0].lower() in _PYTHON_FENCES else code.strip())
         return ""
 
     rest = _FENCED.sub(keep_code, text)
     code = {m.group(2).strip() for m in _CODE.finditer(rest)}
-    math = math_spans(rest)
+    math = {_MATH_WORDS.sub(r"\\text{}", m) for m in math_spans(rest)}
     rest = _CODE.sub(" ", rest)
     return {
-        "math": set(math),
+        "math": math,
         "code spans": code,
         "code blocks": code_blocks,
         "links": set(_LINK.findall(rest)),

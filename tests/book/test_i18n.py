@@ -153,6 +153,22 @@ def test_a_translation_that_breaks_an_invariant_is_caught(repo, change, kind):
     assert problems[0].detail.startswith(kind), problems[0].detail
 
 
+@pytest.mark.parametrize("en, zh, problems", [
+    # prose inside the invariants may be translated: math's \\text{...} and a Python fence's comments
+    ("$\\text{bits per byte} = B / 8$", "$\\text{每字节比特数} = B / 8$", []),
+    ("```python\nx = f(y)  # the reply and its <|end|>\n# step two\ny = '# kept'\n```",
+     "```python\nx = f(y)  # 回复及其 <|end|>\n# 第二步\ny = '# kept'\n```", []),
+    ("```\nx = 1  # one\n```", "```\nx = 1\n```", []),  # a fence without a language is Python's too
+    # the rest of them may not
+    ("$\\text{a} = x$", "$\\text{甲} = y$", ["math"]),
+    ("```python\nx = 1  # one\n```", "```python\nx = 2  # 一\n```", ["code blocks"]),
+    ("```python\ny = '# kept'\n```", "```python\ny = '# 保留'\n```", ["code blocks"]),  # a string is code
+    ("```text\nx = 1  # one\n```", "```text\nx = 1  # 一\n```", ["code blocks"]),  # not Python: all of it
+])
+def test_math_words_and_code_block_comments_may_be_translated(en, zh, problems):
+    assert [p.split(":")[0] for p in i18n.invariant_problems(en, zh)] == problems
+
+
 def test_invariants_of_anchors_and_heading_levels():
     en = '<a id="ch2-claim-fill"></a>\n## The fill value\n\nText.\n\n### Detail\n\n```python\n# not a heading\n```'
     assert i18n.invariant_problems(en, en.replace("The fill value", "填充值").replace("Text.", "正文。")) == []
