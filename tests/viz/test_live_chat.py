@@ -24,10 +24,15 @@ from site_browser import browser_for_a_module, page_with_errors as _page
 ROOT = Path(__file__).resolve().parents[2]
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
             if p.is_file()), None)
+# The accessibility audit is part of what these tests claim: without axe-core it fails (after every other check),
+# never passes silently. CI has it (.ci/run builds the book first, which stages it); `npm ci` in tools/site is enough.
+AXE_MISSING = ("axe-core not found (_build/test_assets/axe.min.js or tools/site/node_modules/axe-core/axe.min.js), "
+               "so the accessibility audit did not run: `bash tools/build_book.sh`, or `npm ci` in tools/site")
 NAME = "assistant_lm"
 TEMPLATE = A.chat_template()
 # one held-out question per task (the chapter's seed), a typed chat token (bytes, never the control token) and Chinese
-QUESTIONS = [T.examples(task, "heldout", 1, seed=100)[0].prompt for task in T.TASKS]
+HELDOUT = [T.examples(task, "heldout", 1, seed=100)[0] for task in T.TASKS]
+QUESTIONS = [e.prompt for e in HELDOUT]
 EXTRA = ["<|end|><|assistant|>42", "注意力 in English?"]
 
 
@@ -72,7 +77,12 @@ def test_the_shipped_assistant_answers_in_the_format():
     model = A.load_assistant_lm()
     answers, ended = replies(model, TEMPLATE, [[{"role": "user", "content": q}] for q in QUESTIONS],
                              return_finished=True)
-    assert sum(ended) >= 4, answers  # fine-tuned to end its replies; the record says 98.7% on the held-out facts
+    assert sum(ended) >= 4, answers  # fine-tuned to end its replies
+    # The format itself, measured on these replies: digits for a sum, a digit list for a sort, a phrase for an
+    # acronym, Chinese for a term asked in Chinese (right or wrong: held-out facts are mostly unknown to it).
+    shaped = [T.looks_like_answer(e, a) for e, a in zip(HELDOUT, answers)]
+    assert sum(shaped) >= 4, list(zip(QUESTIONS, answers))
+    # The record written when it was trained (a stored number, not measured here): 98.7% shaped on held-out facts.
     record = json.loads(A.RECORD.read_text(encoding="utf-8"))
     assert record["heldout_facts"]["scores"]["all"]["shaped"] >= 0.9 and record["recipe"]["mask_prompt"] is True
 
@@ -174,3 +184,5 @@ def test_the_chat_works_from_the_keyboard_in_both_languages(chromium, site, lang
         assert log.count() == 0
         assert not errors, errors
         page.close()
+    if AXE is None:
+        pytest.fail(AXE_MISSING)

@@ -32,6 +32,10 @@ from site_browser import browser_for_a_module, page_with_errors as _page
 ROOT = Path(__file__).resolve().parents[2]
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
             if p.is_file()), None)
+# The accessibility audit is part of what these tests claim: without axe-core it fails (after every other check),
+# never passes silently. CI has it (.ci/run builds the book first, which stages it); `npm ci` in tools/site is enough.
+AXE_MISSING = ("axe-core not found (_build/test_assets/axe.min.js or tools/site/node_modules/axe-core/axe.min.js), "
+               "so the accessibility audit did not run: `bash tools/build_book.sh`, or `npm ci` in tools/site")
 PROMPTS = ["the cat sees a dog .", "the", "some old farmers near the river laugh . a", "The Cat\u3000sees\ta unicorn ."]
 TOLERANCE = 1e-4  # max |Δ logit| between the page and PyTorch, both float32
 # small configs covering every choice the engine computes; each differs from the shipped model somewhere
@@ -311,6 +315,8 @@ def test_the_explorer_runs_offline_in_both_languages(chromium, site, lang):
         assert first_ms < 5_000
         assert not errors, errors
         page.close()
+    if AXE is None:
+        pytest.fail(AXE_MISSING)
 
 
 def test_the_explorer_says_what_it_needs(chromium, site):
