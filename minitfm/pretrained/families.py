@@ -51,6 +51,36 @@ DECODER_FAMILIES = {
     "qwen3_moe": Family("Qwen3MoeForCausalLM", qk_norm="head", window_flag=True, layer_types=True, bias="none",
                         experts="qwen"),
 }
+# transformers' defaults (its 5.25 config classes) for the keys a config.json may leave out, per family ("*": the
+# others): a file without the key reads as transformers reads it, never with a default of minitfm's own
+_DEFAULTS = {
+    "rms_norm_eps": {"phi3": 1e-5, "olmo2": 1e-5, "mixtral": 1e-5, "*": 1e-6},
+    "rope_theta": {"smollm3": 2e6, "mixtral": 1e6, "gemma3_text": 1e6, "*": 1e4},
+    "rope_local_base_freq": {"*": 1e4},
+    "hidden_act": {"gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh", "gemma3_text": "gelu_pytorch_tanh",
+                   "*": "silu"},
+    "head_dim": {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "*": None},  # None: D / H
+    "num_key_value_heads": {"mistral": 8, "qwen2": 32, "qwen3": 32, "gemma": 16, "gemma2": 4, "gemma3_text": 4,
+                            "smollm3": 4, "mixtral": 8, "qwen3_moe": 4, "*": None},  # None: one per query head
+    "sliding_window": {"mistral": 4096, "qwen2": 4096, "qwen3": 4096, "qwen3_moe": 4096, "gemma2": 4096,
+                       "gemma3_text": 4096, "*": None},
+    "max_window_layers": {"qwen3_moe": 0, "*": 28},  # transformers' Qwen3-MoE has none: every layer
+    "sliding_window_pattern": {"*": 6},
+    "query_pre_attn_scalar": {"*": 256},
+    "attn_logit_softcapping": {"gemma2": 50.0, "*": None},
+    "final_logit_softcapping": {"gemma2": 30.0, "*": None},
+    "no_rope_layer_interval": {"*": 4},
+}
+
+
+def family_value(hf: dict, key: str, model_type: str):
+    """``hf[key]``, or transformers' default for family ``model_type`` when the file leaves ``key`` out."""
+    if key in hf:
+        return hf[key]
+    table = _DEFAULTS[key]
+    return table.get(model_type, table["*"])
+
+
 _GATES = {"silu": "swiglu", "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh", "gelu": "geglu"}
 
 
@@ -62,7 +92,10 @@ def _refuse(condition: bool, setting: str, value, why: str) -> None:
 def _one_rope(params: dict) -> dict:
     """The ModelConfig fields of one RoPE parameter dict (``rope_type`` default, linear, llama3 or yarn)."""
     kind = params.get("rope_type", params.get("type", "default"))
-    theta = float(params.get("rope_theta", 10000.0))
+    theta = params.get("rope_theta")
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        raise ValueError(f"config.json: rope_theta must be a number > 0, got {type(theta).__name__} {theta!r}")
+    theta = float(theta)
     partial = params.get("partial_rotary_factor", 1.0)
     _refuse(partial != 1.0, "partial_rotary_factor", partial, "RoPE turns the whole head")
     if kind == "linear":
@@ -83,19 +116,22 @@ def _one_rope(params: dict) -> dict:
 
 def rope_from_hf(hf: dict, model_type: str = "llama") -> dict:
     """RoPE's ModelConfig fields from ``rope_parameters`` (transformers 5; per layer type for Gemma 3) or from
-    ``rope_theta``/``rope_scaling`` (and Gemma 3's ``rope_local_base_freq``: older files)."""
+    ``rope_theta``/``rope_scaling`` (and Gemma 3's ``rope_local_base_freq``: older files); a top-level
+    ``partial_rotary_factor`` (Phi-3 in transformers 4's layout) counts as transformers 5 moves it into the RoPE."""
     params = dict(hf.get("rope_parameters") or {})
+    top = {"partial_rotary_factor": hf["partial_rotary_factor"]} if "partial_rotary_factor" in hf else {}
     if model_type == "gemma3_text" and not ({"full_attention", "sliding_attention"} & set(params)):
         params = {"full_attention": {**(hf.get("rope_scaling") or {}), **params}}  # an older file: scaling is global
     if "full_attention" in params or "sliding_attention" in params:  # Gemma 3: a base per kind of layer
-        out = _one_rope({"rope_theta": hf.get("rope_theta", 1e6), **(params.get("full_attention") or {})})
-        local = _one_rope({"rope_theta": hf.get("rope_local_base_freq", 1e4),
+        out = _one_rope({"rope_theta": family_value(hf, "rope_theta", model_type), **top,
+                         **(params.get("full_attention") or {})})
+        local = _one_rope({"rope_theta": family_value(hf, "rope_local_base_freq", model_type),
                            **(params.get("sliding_attention") or {})})
         _refuse(set(local) != {"rope_base"}, "rope_parameters['sliding_attention']", params.get("sliding_attention"),
                 "the sliding layers' RoPE is unscaled")
         return {**out, "rope_local_base": local["rope_base"]}
     scaling = hf.get("rope_scaling") or {}
-    return _one_rope({"rope_theta": hf.get("rope_theta", 10000.0), **scaling, **params})
+    return _one_rope({"rope_theta": family_value(hf, "rope_theta", model_type), **top, **scaling, **params})
 
 
 def _layer_types(hf: dict, model_type: str, n_layers: int) -> list:
@@ -103,17 +139,25 @@ def _layer_types(hf: dict, model_type: str, n_layers: int) -> list:
     if hf.get("layer_types") is not None:
         return hf["layer_types"]
     if model_type in ("gemma2", "gemma3_text"):  # every 2nd (Gemma 2) or 6th (Gemma 3) layer sees everything
-        period = 2 if model_type == "gemma2" else hf.get("sliding_window_pattern", 6)
+        period = 2 if model_type == "gemma2" else family_value(hf, "sliding_window_pattern", model_type)
         sliding = [bool((i + 1) % period) for i in range(n_layers)]
     elif model_type == "smollm3":  # windows on the NoPE layers only
-        sliding = [not rope for rope in hf.get("no_rope_layers") or [1] * n_layers]
+        sliding = [not rope for rope in _rope_layers(hf, n_layers)]
     else:  # the Qwen family: from layer max_window_layers on
-        sliding = [i >= hf.get("max_window_layers", 0) for i in range(n_layers)]
+        sliding = [i >= family_value(hf, "max_window_layers", model_type) for i in range(n_layers)]
     return ["sliding_attention" if s else "full_attention" for s in sliding]
 
 
+def _rope_layers(hf: dict, n_layers: int) -> list:
+    """SmolLM3's ``no_rope_layers`` (1 = RoPE, 0 = NoPE); without it every ``no_rope_layer_interval``-th is NoPE."""
+    if hf.get("no_rope_layers") is not None:
+        return hf["no_rope_layers"]
+    interval = family_value(hf, "no_rope_layer_interval", "smollm3")
+    return [int((i + 1) % interval != 0) for i in range(n_layers)]
+
+
 def _windows(hf: dict, fam: Family, n_layers: int, model_type: str) -> dict:
-    window = hf.get("sliding_window") if fam.windows else None
+    window = family_value(hf, "sliding_window", model_type) if fam.windows else None
     if fam.window_flag and not hf.get("use_sliding_window", False):
         window = None
     types = _layer_types(hf, model_type, n_layers) if fam.layer_types else None
@@ -132,6 +176,13 @@ def _windows(hf: dict, fam: Family, n_layers: int, model_type: str) -> dict:
 
 
 def _experts(hf: dict, fam: Family) -> dict:
+    needs = ("num_local_experts", "num_experts_per_tok") if fam.experts == "mixtral" else \
+        ("num_experts_per_tok", "moe_intermediate_size")
+    lacking = [k for k in needs if hf.get(k) is None] + \
+        (["num_experts"] if fam.experts == "qwen" and hf.get("num_experts", hf.get("num_local_experts")) is None else [])
+    if lacking:
+        raise ValueError(f"this config.json of a mixture of experts lacks {lacking} (or sets them to null): they give "
+                         "the experts' count and size")
     if fam.experts == "mixtral":
         return {"n_experts": hf["num_local_experts"], "experts_per_token": hf["num_experts_per_tok"]}
     _refuse(bool(hf.get("mlp_only_layers")), "mlp_only_layers", hf.get("mlp_only_layers"), "every layer is a MoE")
@@ -156,31 +207,31 @@ def _biases(hf: dict, fam: Family) -> dict:
 def decoder_config_from_hf(hf: dict, model_type: str) -> ModelConfig:
     """The ModelConfig of a Llama-like ``config.json`` of family ``model_type`` (dropout off)."""
     fam = DECODER_FAMILIES[model_type]
-    act = hf.get("hidden_activation") or hf.get("hidden_act", "silu")
+    act = hf.get("hidden_activation") or family_value(hf, "hidden_act", model_type)
     if model_type == "gemma" and act == "gelu":
         act = "gelu_pytorch_tanh"  # transformers reads Gemma 1's legacy "gelu" as the tanh GELU it was trained with
     ffn = _GATES.get(act)
     _refuse(ffn is None or (ffn != "swiglu") != fam.gemma, "hidden_act", act,
             "Gemma gates with GELU, the others with silu" if ffn else "a gated FFN with silu or GELU")
     d, heads, vocab, n_layers = hf["hidden_size"], hf["num_attention_heads"], hf["vocab_size"], hf["num_hidden_layers"]
-    head_dim = hf.get("head_dim") or d // heads
+    head_dim = family_value(hf, "head_dim", model_type) or d // heads
     _refuse(bool(hf.get("use_bidirectional_attention")), "use_bidirectional_attention", True, "decoders are causal")
     fields = dict(
-        vocab_size=vocab, d_model=d, n_heads=heads, n_kv_heads=hf.get("num_key_value_heads") or heads,
+        vocab_size=vocab, d_model=d, n_heads=heads, n_kv_heads=family_value(hf, "num_key_value_heads", model_type) or heads,
         head_dim=None if head_dim * heads == d else head_dim, d_ff=hf["intermediate_size"], n_layers=n_layers,
         max_seq_len=hf["max_position_embeddings"], norm=fam.norm, norm_first=True, pos="rope", ffn=ffn, dropout=0.0,
         tie_embeddings=bool(hf.get("tie_word_embeddings", fam.tied)), scale_embeddings=fam.gemma,
-        norm_eps=float(hf.get("rms_norm_eps", 1e-6)), qk_norm=fam.qk_norm, sublayer_norm=fam.sublayer_norm,
+        norm_eps=float(family_value(hf, "rms_norm_eps", model_type)), qk_norm=fam.qk_norm, sublayer_norm=fam.sublayer_norm,
         **_biases(hf, fam), **rope_from_hf(hf, model_type), **_windows(hf, fam, n_layers, model_type),
         **special_ids(hf, vocab))
     extra = {}
     if fam.gemma and model_type != "gemma":
-        scalar = hf.get("query_pre_attn_scalar", 256)  # transformers' default for Gemma 2 and 3
+        scalar = family_value(hf, "query_pre_attn_scalar", model_type)
         extra["attn_scale"] = None if scalar == head_dim else float(scalar) ** -0.5
-        extra["attn_softcap"] = hf.get("attn_logit_softcapping")
-        extra["final_softcap"] = hf.get("final_logit_softcapping")
-    if model_type == "smollm3" and hf.get("no_rope_layers") is not None:
-        extra["nope_layers"] = tuple(i for i, rope in enumerate(hf["no_rope_layers"]) if not rope)
+        extra["attn_softcap"] = family_value(hf, "attn_logit_softcapping", model_type)
+        extra["final_softcap"] = family_value(hf, "final_logit_softcapping", model_type)
+    if model_type == "smollm3":
+        extra["nope_layers"] = tuple(i for i, rope in enumerate(_rope_layers(hf, n_layers)) if not rope)
     if fam.experts:
         extra.update(_experts(hf, fam))
     return ModelConfig(**{**fields, **extra})
@@ -247,8 +298,8 @@ def decoder_config_json(c: ModelConfig, model_type: str) -> dict:
         out["sliding_window"] = c.sliding_window
         if fam.window_flag:
             out.update(use_sliding_window=c.sliding_window is not None, max_window_layers=0)
-    elif model_type != "gemma" and all(windowed):
-        out["sliding_window"] = c.sliding_window  # Mistral, Phi-3, Mixtral: one window for every layer
+    elif fam.windows:  # Mistral, Phi-3, Mixtral: one window for every layer (null, not left out: Mistral's default is
+        out["sliding_window"] = c.sliding_window if all(windowed) else None  # 4096)
     if fam.gemma and model_type != "gemma":
         out["query_pre_attn_scalar"] = c.d_head if c.attn_scale is None else _pre_attn_scalar(c.attn_scale)
         out.update(attn_logit_softcapping=c.attn_softcap, final_logit_softcapping=c.final_softcap)

@@ -88,7 +88,10 @@ _SIZES = {"gpt2": ("n_embd", "n_head", "n_layer", "n_positions", "vocab_size"),
           "llama": ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
                     "max_position_embeddings", "vocab_size")}
 _OPTIONAL_SIZES = ("n_inner", "num_key_value_heads", "head_dim")
-_POSITIVE_NUMBERS = ("layer_norm_epsilon", "rms_norm_eps", "rope_theta")
+_POSITIVE_NUMBERS = ("layer_norm_epsilon", "rms_norm_eps", "rope_theta", "rope_local_base_freq", "query_pre_attn_scalar",
+                     "sliding_window_pattern", "no_rope_layer_interval")
+_NUMBERS = (*_POSITIVE_NUMBERS, "max_window_layers", "partial_rotary_factor", "num_local_experts", "num_experts",
+            "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step")  # null is no number here
 _FLAGS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
           "add_cross_attention")  # bool("false") is True: a str here would flip the setting silently
 _NAMES = ("activation_function", "hidden_act", "model_type")
@@ -101,6 +104,10 @@ def check_config_fields(hf: dict, family: str) -> None:
     missing = [key for key in _SIZES[family] if key not in hf]
     if missing:
         raise ValueError(f"this {family} config.json lacks {missing}: they give the model's sizes")
+    null = [key for key in (*_SIZES[family], *_NUMBERS) if key in hf and hf[key] is None]
+    if null:  # transformers would pass None on and fail later; a key left out takes the family's default
+        raise ValueError(f"config.json sets {null} to null, where a number belongs: write the number, or leave the "
+                         "key out to take the family's default")
     for key in (*_SIZES[family], *(k for k in _OPTIONAL_SIZES if hf.get(k) is not None)):
         value = hf[key]
         if isinstance(value, bool) or not isinstance(value, int):

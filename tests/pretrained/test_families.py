@@ -195,3 +195,52 @@ def test_an_older_config_json_reads_as_transformers_5s(name):
     if name == "gemma3":
         want = P.config_from_hf({**new, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]})
     assert P.config_from_hf(old) == want
+
+
+def _read(hf: dict):
+    """minitfm's reading of a config dict: the ModelConfig, or "refused" (a ValueError or TypeError)."""
+    try:
+        return P.config_from_hf(hf)
+    except (ValueError, TypeError):
+        return "refused"
+
+
+DROPPED = ["rms_norm_eps", "num_key_value_heads", "head_dim", "sliding_window", "max_window_layers", "hidden_act",
+           "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+           "no_rope_layers", "layer_types", "rope_parameters"]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_key_the_file_leaves_out_takes_the_familys_default_as_transformers_does(name):
+    """Library review M2: drop each key the family reads from its config.json; minitfm must read what transformers
+    reads (its config class fills in the family's default), never a default of its own."""
+    cls_name, settings, _ = FAMILIES[name]
+    full = getattr(transformers, cls_name)(**{**BASE, **settings}).to_dict()
+    for key in (k for k in DROPPED if k in full):
+        trimmed = {k: v for k, v in full.items() if k != key}
+        transformers_reads = getattr(transformers, cls_name)(**trimmed).to_dict()
+        assert _read(trimmed) == _read(transformers_reads), (name, key, transformers_reads.get(key))
+
+
+def test_the_three_files_of_the_review_read_as_transformers_reads_them():
+    phi3 = getattr(transformers, "Phi3Config")(**BASE).to_dict()
+    phi3 = {**{k: v for k, v in phi3.items() if k != "rope_parameters"}, "rope_theta": 500.0,
+            "partial_rotary_factor": 0.5}  # transformers 4's layout of a partial rotary factor
+    with pytest.raises(ValueError, match="partial_rotary_factor=0.5"):
+        P.config_from_hf(phi3)
+    gemma2 = {k: v for k, v in hf_model("gemma2").config.to_dict().items() if "softcapping" not in k}
+    config = P.config_from_hf(gemma2)
+    assert (config.attn_softcap, config.final_softcap) == (50.0, 30.0)
+    smollm3 = {k: v for k, v in hf_model("smollm3").config.to_dict().items() if k not in ("no_rope_layers",)}
+    assert P.config_from_hf({**smollm3, "num_hidden_layers": 8}).nope_layers == (3, 7)  # every 4th layer
+
+
+@pytest.mark.parametrize("key", ["rms_norm_eps", "rope_theta", "query_pre_attn_scalar", "max_window_layers"])
+def test_a_null_number_in_config_json_is_refused_by_name(key):
+    hf = hf_model("gemma2" if key == "query_pre_attn_scalar" else "qwen2-sliding").config.to_dict()
+    if key == "rope_theta":
+        hf["rope_parameters"] = {**hf["rope_parameters"], "rope_theta": None}
+    else:
+        hf[key] = None
+    with pytest.raises(ValueError, match=key):
+        P.config_from_hf(hf)
