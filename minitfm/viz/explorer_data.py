@@ -186,16 +186,23 @@ def mask_readout(kind: str, index: int, labels, mask: torch.Tensor) -> str:
             f"may attend · rows with no visible key: {blocked}")
 
 
+_TIE_TOLERANCE = 1e-5  # similarities closer than this are equal: float32 rounding is ~1e-7, a real gap far more
+
+
 def positional_readout(scheme: str, pair: int, position: int, table: torch.Tensor, similarity: torch.Tensor) -> str:
     d_model = table.shape[-1]
     first, second = float(table[position, 2 * pair]), float(table[position, 2 * pair + 1])
     others = similarity.clone()
     others[position] = float("-inf")
-    nearest = int(others.argmax())
+    best = float(others.max())
+    # Sinusoidal similarity depends on the distance alone, so p - 1 and p + 1 tie in exact arithmetic, and an
+    # argmax would pick one by float rounding, differently on another CPU: name every position that ties.
+    nearest = [int(n) for n in (others >= best - _TIE_TOLERANCE).nonzero().flatten()]
+    which = f"position: {nearest[0]}" if len(nearest) == 1 else f"positions: {' and '.join(map(str, nearest))}"
     wave = "" if scheme == "learned" else f", wavelength {2 * math.pi * 10000 ** (2 * pair / d_model):.1f} positions"
     label = "learned (untrained)" if scheme == "learned" else scheme
     return (f"{label} · pair {pair} (dims {2 * pair}, {2 * pair + 1}){wave} · at position {position}: "
-            f"({first:.2f}, {second:.2f}) · most similar other position: {nearest} ({float(similarity[nearest]):.2f})")
+            f"({first:.2f}, {second:.2f}) · most similar other {which} ({best:.2f})")
 
 
 def sampling_readout(before: torch.Tensor, after: torch.Tensor, labels) -> str:

@@ -134,3 +134,22 @@ def test_live_explorer_figures_carry_alt_text():
     assert html.startswith('<img alt="weights of &quot;head 0&quot; &lt;layer 1&gt;" src="data:image/png;base64,')
     png = base64.b64decode(html.split("base64,")[1].rstrip('">'))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_positional_readout_names_both_neighbours_where_sinusoidal_similarity_ties():
+    """Sinusoidal similarity depends on the distance alone: p - 1 and p + 1 tie exactly, so an argmax would name
+    one of them by float rounding, which differs between CPUs (issue 45); the readout names both, on any machine."""
+    from minitfm.viz.explorer_data import positional_readout, positional_similarity, positional_table
+
+    table = positional_table("sinusoidal", 24, 16)
+    for position in range(1, 23):
+        similarity = positional_similarity("sinusoidal", 24, 16, position)
+        for noise in (1e-7, -1e-7):  # another CPU's last bit, either way
+            nudged = similarity.clone()
+            nudged[position + 1] += noise
+            assert f"most similar other positions: {position - 1} and {position + 1} (0.94)" in positional_readout(
+                "sinusoidal", 0, position, table, nudged)
+    at_0 = positional_readout("sinusoidal", 0, 0, table, positional_similarity("sinusoidal", 24, 16, 0))
+    assert at_0.endswith("most similar other position: 1 (0.94)")  # one neighbour: one position
+    rope = positional_readout("rope", 0, 5, table, positional_similarity("rope", 24, 16, 5))
+    assert "most similar other position: " in rope  # no tie for a random q, k pair: one position
