@@ -70,7 +70,7 @@ class _NextLogits:
     tokens. With a cache only the tokens not yet cached are fed to the model; a decoder-only model's
     one-token steps after the prefill go through :class:`~minitfm.generation.lean_decode.LeanDecoder` (the same function
     as one flat list of tensor operations, without module calls or per-step checks) unless the model needs its
-    modules: ``decoder`` (the caller's) if given, else one built for this call.
+    modules: ``decoder`` (the caller's) if given, else the model's own (:meth:`LeanDecoder.of`).
     """
 
     def __init__(self, model, src, batch_size: int, total_len: int, use_cache: bool, cache_cls, decoder=None):
@@ -85,7 +85,8 @@ class _NextLogits:
             extra = {"memory_len": src.shape[1]} if self.encoder_decoder else {"bounded": cache_cls is KVCache}
             self.caches = model.new_caches(batch_size, total_len, cache_cls, **extra)
             if not self.encoder_decoder and refusal(model) is None:  # checked now, in eval mode, on every call
-                self.lean = LeanDecoder(model, total_len) if decoder is None else decoder
+                # the model's own decoder, built at the first call and rebuilt only when the model changed
+                self.lean = LeanDecoder._owned(model, total_len) if decoder is None else decoder
 
     def __call__(self, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         past = 0 if self.caches is None else self.caches[0].length
@@ -95,7 +96,7 @@ class _NextLogits:
         else:
             key_mask = None if bool(valid.all()) else valid  # without padding, positions and mask are the defaults
             if self.lean is not None and past > 0 and new.shape[1] == 1:
-                return self.lean(new, self.caches, key_mask)  # a decode step: (B, 1) -> (B, V)
+                return self.lean._step(new, self.caches, key_mask)  # a decode step: (B, 1) -> (B, V)
             logits = self.model(new, caches=self.caches, key_mask=key_mask)
         return logits[:, -1]  # (B, T_new, V) -> (B, V): only the last position predicts the next token
 
@@ -197,6 +198,9 @@ def _choose(logits, tokens, processors, do_sample: bool, generator) -> torch.Ten
     if not do_sample:
         return logits.argmax(dim=-1)
     probs = logits.float().softmax(dim=-1)
+    if generator is not None and generator.device.type != probs.device.type:
+        # a CPU generator with a model on a GPU: draw on the generator's device (the same draws on every device)
+        return torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(-1).to(probs.device)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B, 1) -> (B,)
 
 
@@ -216,7 +220,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         src: (B, S) source ids for an EncoderDecoder (right padding is fine; the encoder masks it).
         processors: logits processors applied in order each step (see :mod:`minitfm.generation.sampling`).
         do_sample: sample from the processed distribution; ``False`` takes the argmax (greedy).
-        generator: a seeded ``torch.Generator`` makes sampling reproducible.
+        generator: a seeded ``torch.Generator`` makes sampling reproducible; a CPU one also serves a model on a
+            GPU (the draw is made on the CPU, so a seed gives the same tokens on every device).
         eos_id, pad_id: default to ``model.config.eos_id`` / ``model.config.pad_id``; ids in the vocabulary.
             ``eos_id=-1`` turns stopping off: every row generates exactly ``max_new_tokens`` tokens. A model
             without a padding token (``pad_id=None``) fills a stopped row with ``eos_id``.
@@ -233,14 +238,17 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
             predicted from a pad position; a masked token between real ones is hidden, as ``transformers``
             hides it.
         decoder: a :class:`~minitfm.generation.lean_decode.LeanDecoder` of ``model`` that the caller built
-            (``LeanDecoder.build(model)``) and reuses across calls, saving the copy of the weights each call
-            otherwise makes. Rebuild it after you change the model: a decoder whose model's modules or
-            parameters were replaced, moved or written in place since it was built raises ``ValueError``
-            (a write through ``p.data`` cannot be seen).
+            (``LeanDecoder.build(model)``) and holds. Rarely needed: without it ``generate`` uses the model's own
+            decoder (:meth:`LeanDecoder.of`), built at the first call and rebuilt only when the model changed.
+            Rebuild yours after you change the model: a decoder whose model changed since it was built (a module
+            or parameter replaced, moved or cast, a parameter written in place, even through ``p.data``, an
+            attention setting changed; :meth:`LeanDecoder.is_current`) raises ``ValueError``.
 
     The loop runs under ``torch.inference_mode``; the tensors it returns are ordinary ones. With a cache, a
-    DecoderOnlyLM's decode steps run through :class:`~minitfm.generation.lean_decode.LeanDecoder` (``decoder``, or one
-    built for this call), which computes what the modules compute (to rounding) with far less overhead; a
+    DecoderOnlyLM's decode steps run through :class:`~minitfm.generation.lean_decode.LeanDecoder` (``decoder``, or the
+    model's own, kept between calls: it holds a copy of the q, k, v and gate/up matrices, :meth:`LeanDecoder.nbytes`,
+    until :meth:`LeanDecoder.release` or the model goes), which computes what the modules compute (to rounding) with
+    far less overhead; a
     model with hooks or in half precision, or one with a module the lean step does not know exactly (a LoRA
     adapter, a quantised layer), runs every step through its modules, even when ``decoder`` is given.
     """

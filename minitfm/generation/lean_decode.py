@@ -20,17 +20,26 @@ reads the same weights and computes the same function as about 50 operations per
 The result equals the module path up to float rounding (sums in another order); ``tests/generation/test_lean_decode.py``
 and ``test_lean_families.py`` compare the two for every configuration.
 
-**State is explicit.** A decoder holds copies of the projection matrices (stacked, transposed, the pre-norms'
-gains folded in) and of the QK-norms' gains, as much memory again as the weights (:meth:`LeanDecoder.nbytes`),
-and references to the model's modules: the norms' ``eps``, ``norm_first``, the activation, the embedding scale
-and RoPE's frequencies are read at every step; the other norms' weights and the embeddings are the model's own
-tensors. There is no hidden cache: ``generate`` builds a decoder per call by default. A caller who generates
-many times from an unchanged model can build one and pass it in (``dec = LeanDecoder.build(model)``, then
-``generate(model, prompt, n, decoder=dec)``), which saves the copy (about a second for GPT-2 small's 500 MB).
-**Rebuild it after you change the model.** ``generate`` refuses a decoder whose model had a module or parameter
-replaced, moved or cast, or a parameter changed through its version counter (an optimizer step,
-``load_state_dict``, an in-place operation); it cannot see a write through ``p.data``, or an in-place write to a
-parameter made under ``torch.inference_mode``, which bump no counter.
+**State is explicit, and the model owns it.** A decoder copies only what its step must change: q, k and v stacked
+into one matrix, SwiGLU's (GeGLU's) gate and up into another, a pre-LN RMSNorm's gain folded into the product after
+it (then the up matrix of a plain MLP too), and the QK-norms' gains as one table. Everything else is the model's
+own tensor, read through a view: the output and down projections, an unfolded up projection, the output head, the
+embeddings and the other norms' weights; the norms' ``eps``, ``norm_first``, the activation, the embedding scale,
+the attention's ``scale`` and ``softcap`` and RoPE's frequencies are read at every step. **Memory:** the copies
+are the q, k, v (and gate, up) matrices again, :meth:`LeanDecoder.nbytes`: about a fifth of GPT-2 small's weights
+(85 MB), about half of Qwen3-0.6B's (1.2 GB in float32); nothing for the output head or the embeddings.
+
+``generate`` keeps one decoder per model (:meth:`LeanDecoder.of`) for as long as the model lives, and checks it at
+every call (:meth:`LeanDecoder.is_current`, well under a millisecond plus one matrix-vector product per copied
+matrix): it is rebuilt only when the model changed, so only the first call pays for the copy.
+:meth:`LeanDecoder.release` frees it. The check sees a module or parameter replaced, moved or cast, a
+parameter's version counter (an optimizer step, ``load_state_dict``, an in-place operation), a changed attention
+setting (``scale``, ``softcap``, ``qk_norm``) or window, and a write through ``p.data`` or under
+``torch.inference_mode`` (which bump no counter) into a matrix it copied: each copied matrix's product with a
+fixed random (in, 2) probe, and each copied vector itself, are compared with those at build time (a change whose
+product with the probe rounds to the same float32 numbers would be missed; no ordinary edit is). A caller can
+still build and pass a decoder of its own (``dec = LeanDecoder.build(model)``, then ``generate(model, prompt, n,
+decoder=dec)``); ``generate`` refuses it once it is stale.
 
 Where :func:`~minitfm.generation.lean_refusal.refusal` gives a reason (training mode, hooks, a module type it
 does not know exactly such as LoRA, a replaced ``forward``, tensor subclasses, mixed or half-precision dtypes, a
@@ -39,12 +48,13 @@ mixture of experts), :meth:`LeanDecoder.build` returns ``None`` and ``generate``
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minitfm._checks import trusted_inputs
+from minitfm._checks import check_tensor, trusted_inputs
 from minitfm.layers.attention import fused_attention
 from minitfm.layers.blocks import DecoderBlock
 from minitfm.layers.feedforward import GeGLU, SwiGLU
@@ -53,12 +63,31 @@ from minitfm.generation.lean_refusal import refusal
 from minitfm.models import DecoderOnlyLM
 
 _INITIAL_ROTATIONS = 256  # positions in RoPE's table when the builder gives no max_len; it grows on demand
+_OWNED: "weakref.WeakKeyDictionary[DecoderOnlyLM, LeanDecoder]" = weakref.WeakKeyDictionary()  # model -> its decoder
+_PROBES: dict = {}  # (in, dtype, device) -> the fixed random (in, 2) probe of the copied matrices' signatures
+
+
+def _signature(t: torch.Tensor) -> torch.Tensor:
+    """What a copied tensor is compared by at every call: a vector itself (a copy), a (out, in) matrix as its product
+    with a fixed random (in, 2) probe, one read of the matrix: a write that moves, swaps or changes any weight
+    changes some row's product (unless it rounds to the same float32 numbers)."""
+    t = t.detach()
+    if t.dim() < 2:
+        return t.clone()
+    key = (t.shape[-1], t.dtype, t.device)
+    if key not in _PROBES:  # a private generator: the caller's random stream is left alone
+        probe = torch.randn(t.shape[-1], 2, generator=torch.Generator().manual_seed(12345), dtype=torch.float64)
+        _PROBES[key] = probe.to(dtype=t.dtype, device=t.device)
+    return torch.mm(t.reshape(-1, t.shape[-1]), _PROBES[key])
 
 def _stacked(*linears: nn.Linear, gain: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One (in, sum of outs) matrix (and bias) for several nn.Linear that read the same input: ``x @ W`` then
-    computes all of their outputs at once; row i times ``gain[i]`` if given (a norm's gain, folded in). The (in, out)
-    layout, the transpose of nn.Linear's (out, in), streams down W's rows into an output that stays in the cache:
-    on a 2-core EPYC, one thread, about 20 GB/s against 15 GB/s for ``F.linear`` (on a Xeon, the same rate)."""
+    computes all of their outputs at once; row i times ``gain[i]`` if given (a norm's gain, folded in). A copy, in
+    (in, out) layout, the transpose of nn.Linear's (out, in): it streams down W's rows into an output that stays in
+    the cache (on a 2-core EPYC, one thread, about 20 GB/s against 15 GB/s for ``F.linear``). One nn.Linear without
+    a gain is not copied: its own weight, viewed transposed, and its own bias."""
+    if len(linears) == 1 and gain is None:
+        return linears[0].weight.t(), linears[0].bias  # views of the module's tensors: nothing copied
     weight = torch.cat([lin.weight.t() for lin in linears], dim=1)  # (in, sum of outs), contiguous
     if gain is not None:
         weight.mul_(gain[:, None])  # norm(x) @ W = (x * s * g) @ W = s * (x @ (g W)), s = 1 / rms(x) per row
@@ -115,8 +144,10 @@ class _Norm:
 
 
 class _Layer:
-    """One DecoderBlock's projection matrices, copied and arranged for a decode step, a pre-LN RMSNorm's gain folded
-    into the product after it (for ``norm_first`` as it was then); the rest is read from the modules every step."""
+    """One DecoderBlock arranged for a decode step: q, k, v (and gate, up) copied and stacked, a pre-LN RMSNorm's gain
+    folded into the product after it (for ``norm_first`` as it was then); the other matrices are views of the
+    module's own, and the rest is read from the modules every step. ``sources`` are the parameters copied from, and
+    ``signatures`` what they were when copied (:func:`_signature`)."""
 
     def __init__(self, block: DecoderBlock, window: int | None, rope: str | None):
         self.block, self.ffn, self.window, self.rope = block, block.ffn, window, rope  # rope: "global", "local", None
@@ -125,7 +156,7 @@ class _Layer:
         self.attn_out_norm, self.ffn_out_norm = (None if n is None else _Norm(n)
                                                  for n in (block.attn_out_norm, block.ffn_out_norm))
         attn, ffn = block.self_attn, block.ffn
-        self.qk_norm, self.scale, self.softcap = attn.qk_norm, attn.scale, attn.softcap
+        self.attn, self.qk_norm = attn, attn.qk_norm  # scale and softcap are read from attn at every step
         self.q_norm, self.k_norm = (None if n is None else _Norm(n) for n in (attn.q_norm, attn.k_norm))
         self.qk_gain = None  # QK-norm per head: (H + H_kv, 1, Dh), each query head's gain then each key head's
         if attn.qk_norm == "head":
@@ -138,6 +169,18 @@ class _Layer:
         self.up_weight, self.up_bias = _stacked(*(ffn.gate_proj, ffn.up_proj) if self.swiglu else (ffn.up_proj,),
                                                 gain=gains[1])
         self.down_weight, self.down_bias = _stacked(ffn.down_proj)  # (F, D)
+        folded = [n.module for n, g in zip((self.attn_norm, self.ffn_norm), gains) if g is not None]
+        ups = (ffn.gate_proj, ffn.up_proj) if self.swiglu else (ffn.up_proj,) if gains[1] is not None else ()
+        linears = (attn.q_proj, attn.k_proj, attn.v_proj) + ups
+        norms = folded + ([attn.q_norm, attn.k_norm] if self.qk_gain is not None else [])
+        self.sources = [t for m in linears + tuple(norms) for t in (m.weight, getattr(m, "bias", None)) if t is not None]
+        self.signatures = [_signature(t) for t in self.sources]
+        self.copies = [t for t in (self.qkv_weight, self.qkv_bias, self.qk_gain) + (
+            (self.up_weight, self.up_bias) if ups else ()) if t is not None]
+
+    def current(self) -> bool:
+        """Every copied-from parameter still holds what it held at the copy (see :func:`_signature`)."""
+        return all(torch.equal(_signature(t), s) for t, s in zip(self.sources, self.signatures))
 
     def sublayer_in(self, norm: _Norm, x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
         """(B, D) residual stream -> a sublayer's first product: of norm(x) (pre-LN) or x (post-LN); with an
@@ -161,37 +204,48 @@ class _Layer:
 class LeanDecoder:
     """The cached decode step of a :class:`~minitfm.models.DecoderOnlyLM`, without the module tree.
 
-    ``LeanDecoder.build(model, max_len=None)`` returns one, or ``None`` when the model needs its modules
+    ``LeanDecoder.of(model)`` is the model's own decoder (what ``generate`` uses), ``LeanDecoder.build(model,
+    max_len=None)`` a new one for the caller to hold; both give ``None`` when the model needs its modules
     (:func:`refusal`). ``decoder(tokens (B, 1), caches, key_mask=None) -> logits (B, V)`` appends the token's keys
     and values to ``caches`` (from ``model.new_caches``, holding P >= 1 tokens) exactly as ``model(tokens,
     caches=caches, key_mask=key_mask)[:, -1]`` would; ``key_mask`` (B, P + 1) bool, ``True`` = real token, hides
-    left padding (every row keeps a visible key). It holds copies made at build time: rebuild it after you change
-    the model (``generate`` refuses one whose parameters it can see changed, :meth:`is_current`).
+    left padding (every row keeps a visible key). It holds copies of q, k, v (gate, up) made at build time, the
+    rest are views of the model's tensors: rebuild a decoder you hold after you change the model (``generate``
+    refuses one whose model it can see changed, :meth:`is_current`; the model's own is rebuilt for you).
     """
 
-    def __init__(self, model: DecoderOnlyLM, max_len: int | None = None):
+    def __init__(self, model: DecoderOnlyLM, max_len: int | None = None, *, _checked: bool = False):
+        if not isinstance(model, DecoderOnlyLM):
+            raise TypeError(f"a LeanDecoder serves a DecoderOnlyLM (one-token decode steps of a decoder-only model), "
+                            f"got {type(model).__name__}; generate() runs an EncoderDecoder through its modules")
+        why = None if _checked else refusal(model)  # _checked: the caller (generate, build, of) just asked
+        if why is not None:
+            raise ValueError(f"the lean step cannot compute this model exactly ({why}); LeanDecoder.build(model) "
+                             "returns None for it, and generate() uses its modules")
         c = model.config
-        self.model = model
+        self._model = weakref.ref(model)  # weak: the model's own decoder (of) must not keep the model alive
         self.n_heads, self.n_kv_heads, self.d_head, self.d_model = c.n_heads, c.n_kv_heads, c.d_head, c.d_model
-        self._modules = list(model.modules())  # held, so that is_current compares the same objects
+        self.vocab_size, self.max_seq_len = c.vocab_size, c.max_seq_len
+        self._modules = list(model.modules())[1:]  # held (the model's submodules), so that is_current compares them
         self._params = list(model.parameters())
-        self._fingerprint = self._weights_now()
+        self._fingerprint, self._settings_at_build = self._weights_now(), self._settings(model)
         self.final_norm, self.tok_emb, self.rope = _Norm(model.final_norm), model.tok_emb, model.rope
         self._rotation_len = min(c.max_seq_len, _INITIAL_ROTATIONS) if max_len is None else max_len
         self._inv_freq = self.rotations = None  # RoPE's table of rotations, and the frequencies it was made from
         with torch.no_grad():  # copies: no autograd history, whatever the caller's mode
             self.layers = [_Layer(*layer) for layer in zip(model.layers, model.layer_windows, model.layer_ropes)]
-            self.lm_head = model.lm_head.weight.t().contiguous()  # (D, V): the largest matrix, in the faster layout
+            self.lm_head = model.lm_head.weight.t()  # (D, V): a view of the model's output head (or embedding)
             if model.rope is not None:
                 self.rotation_table(0)
         self._no_bias = self.lm_head.new_zeros(1, 1, 1)  # baddbmm's (ignored, beta = 0) addend
 
-    @classmethod
-    def build(cls, model, max_len: int | None = None) -> "LeanDecoder | None":
-        """A lean decoder for ``model``, or ``None`` if it must use its modules (:func:`refusal` says why).
+    @property
+    def model(self) -> DecoderOnlyLM | None:
+        """The model this decoder was built from (``None`` once it has been freed)."""
+        return self._model()
 
-        ``max_len`` (``None`` or an int >= 1) sizes RoPE's table of rotations (``generate`` passes the prompt length
-        plus the new tokens); without it the table starts small and grows on demand, to any length the model takes."""
+    @staticmethod
+    def _check_max_len(model, max_len) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a DecoderOnlyLM (an nn.Module), got {type(model).__name__}")
         if max_len is not None:
@@ -199,27 +253,71 @@ class LeanDecoder:
                 raise TypeError(f"max_len must be an int or None, got {type(max_len).__name__} ({max_len!r:.40})")
             if max_len < 1:
                 raise ValueError(f"max_len must be >= 1 (the positions a step can reach), got {max_len}")
+
+    @classmethod
+    def build(cls, model, max_len: int | None = None) -> "LeanDecoder | None":
+        """A new lean decoder for ``model``, or ``None`` if it must use its modules (:func:`refusal` says why).
+
+        ``max_len`` (``None`` or an int >= 1) sizes RoPE's table of rotations (``generate`` passes the prompt length
+        plus the new tokens); without it the table starts small and grows on demand, to any length the model takes."""
+        cls._check_max_len(model, max_len)
         if refusal(model) is not None:
             return None
-        return cls(model, max_len)
+        decoder = cls(model, max_len, _checked=True)
+        decoder._keep = model  # a caller's decoder keeps its model alive (the model's own, from of, does not)
+        return decoder
+
+    @classmethod
+    def of(cls, model, max_len: int | None = None) -> "LeanDecoder | None":
+        """The model's own decoder, or ``None`` if it must use its modules: built at the first call, then kept (for as
+        long as the model lives) and returned again while :meth:`is_current`, rebuilt when the model changed.
+        ``generate`` calls this; its memory (:meth:`nbytes`) stays held until :meth:`release` or the model goes."""
+        cls._check_max_len(model, max_len)
+        if refusal(model) is not None:
+            return None
+        return cls._owned(model, max_len)
+
+    @classmethod
+    def _owned(cls, model, max_len: int | None = None) -> "LeanDecoder":
+        """:meth:`of` for a model whose refusal its caller has just checked (``generate``)."""
+        decoder = _OWNED.get(model)
+        if decoder is None or not decoder.is_current():
+            _OWNED.pop(model, None)  # the stale copies go before the new ones are made
+            decoder = _OWNED[model] = cls(model, max_len, _checked=True)
+        return decoder
+
+    @staticmethod
+    def release(model) -> bool:
+        """Free the model's own decoder (its copied matrices); ``True`` if it had one. The next ``generate`` builds
+        it again."""
+        return _OWNED.pop(model, None) is not None
 
     def _weights_now(self) -> list:
         # Every in-place write but one through ``.data`` bumps the version counter (inference tensors have none).
         return [(p.data_ptr(), p.dtype, p.device, None if p.is_inference() else getattr(p, "_version", None))
                 for p in self._params]
 
+    def _settings(self, model) -> tuple:
+        """What the step reads from the model once, at build: each layer's window, RoPE and QK-norm kind."""
+        return (tuple(model.layer_windows), tuple(model.layer_ropes), tuple(b.self_attn.qk_norm for b in model.layers))
+
     def is_current(self) -> bool:
-        """The model's modules and parameters are those it was built from, unchanged as far as PyTorch can tell (same
-        objects, storage, dtype, device, version counter; a write via ``p.data`` or under inference_mode is unseen)."""
-        modules, params = list(self.model.modules()), list(self.model.parameters())
+        """The model's modules and parameters are those it was built from and unchanged: the same objects, storage,
+        dtype, device, version counter, windows, RoPE kinds and QK-norm kinds, and every copied matrix and vector
+        holds what it held at the copy (which catches a write through ``p.data`` or under inference mode)."""
+        model = self.model
+        if model is None:
+            return False
+        modules, params = list(model.modules())[1:], list(model.parameters())
         return (len(modules) == len(self._modules) and all(a is b for a, b in zip(modules, self._modules))
                 and len(params) == len(self._params) and all(a is b for a, b in zip(params, self._params))
-                and self._weights_now() == self._fingerprint)
+                and self._weights_now() == self._fingerprint and self._settings(model) == self._settings_at_build
+                and all(layer.current() for layer in self.layers))
 
     def nbytes(self) -> int:
-        """Bytes of the tensors this decoder copied (every projection, the output head, QK-norm gains): its memory."""
-        tensors = [self.lm_head] + [t for layer in self.layers for t in vars(layer).values() if torch.is_tensor(t)]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        """Bytes of the tensors this decoder copied (q, k, v stacked, gate and up stacked or a gain folded in, QK-norm
+        gains): the memory it holds besides the model. The other matrices are the model's own, viewed."""
+        return sum(t.numel() * t.element_size() for layer in self.layers for t in layer.copies)
 
     def rotation_table(self, past: int) -> torch.Tensor:
         """(N, Dh/2) rotations ``cos + i sin`` of positions 0 .. N - 1, N > ``past``: rebuilt when RoPE's frequencies
@@ -237,14 +335,15 @@ class LeanDecoder:
     def attend(self, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, bias) -> torch.Tensor:
         """One query per row and head: q (B, H, 1, Dh), k and v (B, H_kv, T_k, Dh) -> (B, H Dh), heads in order."""
         b, h, h_kv, d_head = q.shape[0], self.n_heads, self.n_kv_heads, self.d_head
-        scale = 1.0 / math.sqrt(d_head) if layer.scale is None else layer.scale
+        attn_scale, softcap = layer.attn.scale, layer.attn.softcap  # read now: a caller may have set them (L2)
+        scale = 1.0 / math.sqrt(d_head) if attn_scale is None else attn_scale
         if layer.window is not None and k.shape[2] > layer.window:  # the window: only the W latest keys count
             k, v = k[:, :, -layer.window:], v[:, :, -layer.window:]
         if mask is not None and mask.shape[-1] > k.shape[2]:  # the window, or a bounded cache: the latest columns
             mask = mask[..., -k.shape[2]:]
         if bias is not None and bias.shape[-1] > k.shape[2]:
             bias = bias[..., -k.shape[2]:]
-        if (mask is not None or bias is not None) and layer.softcap is None:  # padding or ALiBi: the fused path
+        if (mask is not None or bias is not None) and softcap is None:  # padding or ALiBi: the fused path
             if h_kv != h:
                 k, v = k.repeat_interleave(h // h_kv, dim=1), v.repeat_interleave(h // h_kv, dim=1)
             out = fused_attention(q, k, v, mask, bias, 0.0, scale)  # (B, H, 1, Dh)
@@ -254,8 +353,8 @@ class LeanDecoder:
         q = q.reshape(b * h_kv, h // h_kv, d_head)  # (B, H, 1, Dh) -> (B H_kv, H / H_kv, Dh)
         k, v = k.reshape(b * h_kv, -1, d_head), v.reshape(b * h_kv, -1, d_head)  # views of the cache
         scores = torch.baddbmm(self._no_bias, q, k.mT, beta=0.0, alpha=scale)  # (B H_kv, H / H_kv, T_k)
-        if layer.softcap is not None:  # Gemma 2: the scores smoothly capped, before the mask
-            scores = torch.tanh(scores / layer.softcap) * layer.softcap
+        if softcap is not None:  # Gemma 2: the scores smoothly capped, before the mask
+            scores = torch.tanh(scores / softcap) * softcap
         if mask is not None:  # (B, 1, 1, T_k) -> (B H_kv, 1, T_k), the same for every head of a group
             keep = mask.expand(b, h_kv, 1, mask.shape[-1]).reshape(b * h_kv, 1, -1)
             weights = scores.masked_fill(~keep, torch.finfo(scores.dtype).min).softmax(dim=-1).masked_fill(~keep, 0.0)
@@ -265,7 +364,55 @@ class LeanDecoder:
         return out.reshape(b, h * d_head)  # -> (B, H Dh): head j * H / H_kv + g is group j's query g
 
     def __call__(self, tokens: torch.Tensor, caches, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, 1) token ids -> (B, V) next-token logits, appending the token's keys and values to ``caches``."""
+        """(B, 1) token ids -> (B, V) next-token logits, appending the token's keys and values to ``caches``.
+
+        Checked: one token per row, ids in the vocabulary, one cache per layer from ``model.new_caches``, each holding
+        the same P >= 1 tokens (the prompt runs through the model first: the lean step only continues), and a
+        position P the model can reach (< ``max_seq_len``). ``generate`` checks once and calls the step directly."""
+        self._check_call(tokens, caches, key_mask)
+        return self._step(tokens, caches, key_mask)
+
+    def _check_call(self, tokens, caches, key_mask) -> None:
+        if not torch.is_tensor(tokens) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
+                or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be a (B, 1) tensor of integer token ids, got "
+                            f"{tokens.dtype if torch.is_tensor(tokens) else type(tokens).__name__}"
+                            f"{' ' + str(tuple(tokens.shape)) if torch.is_tensor(tokens) else ''}")
+        if tokens.shape[1] != 1 or tokens.shape[0] == 0:
+            raise ValueError(f"a LeanDecoder takes one new token per row, tokens (B, 1), got {tuple(tokens.shape)}; run a "
+                             f"prompt of several tokens through the model (model(tokens, caches=caches)) first")
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= self.vocab_size:
+            raise ValueError(f"token ids must be in [0, {self.vocab_size}) (vocab_size), got min {low}, max {high}")
+        model = self.model
+        if model is None:
+            raise ValueError("the model this decoder was built from no longer exists")
+        if not isinstance(caches, (list, tuple)) or len(caches) != len(self.layers) or \
+                not all(hasattr(c, "self_attn") and hasattr(c.self_attn, "update") for c in caches):
+            raise TypeError(f"caches must be the list of {len(self.layers)} layer caches of model.new_caches(B, "
+                            f"max_len), got {type(caches).__name__}"
+                            f"{f' of {len(caches)}' if isinstance(caches, (list, tuple)) else ''}")
+        lengths = {c.length for c in caches}
+        if len(lengths) != 1:
+            raise ValueError(f"every layer's cache must hold the same number of tokens, got {sorted(lengths)}")
+        past = lengths.pop()
+        if past == 0:
+            raise ValueError("the caches are empty: a LeanDecoder continues a sequence, so run the prompt through the "
+                             "model first, model(prompt, caches=caches), then step one token at a time")
+        if past >= self.max_seq_len:
+            raise ValueError(f"position {past} is past the model's max_seq_len={self.max_seq_len}: the caches already "
+                             f"hold {past} tokens, and the model takes at most {self.max_seq_len}")
+        for c in caches:
+            if c.self_attn.k.shape[0] != tokens.shape[0]:
+                raise ValueError(f"the caches hold batch {c.self_attn.k.shape[0]}, tokens has {tokens.shape[0]} rows")
+        if key_mask is not None:
+            check_tensor(key_mask, "key_mask", ndim=2)
+            if key_mask.dtype != torch.bool or key_mask.shape != (tokens.shape[0], past + 1):
+                raise ValueError(f"key_mask must be bool (B, P + 1) = ({tokens.shape[0]}, {past + 1}), True = real "
+                                 f"token, got {key_mask.dtype} {tuple(key_mask.shape)}")
+
+    def _step(self, tokens: torch.Tensor, caches, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`__call__` without its checks (``generate`` checked its inputs once)."""
         model, b = self.model, tokens.shape[0]
         h, h_kv, d_head = self.n_heads, self.n_kv_heads, self.d_head
         past = caches[0].length
