@@ -65,7 +65,9 @@ def load_adapters(model: nn.Module, adapters: str | os.PathLike | dict) -> nn.Mo
     if missing or extra or wrong:
         raise ValueError(f"the adapters do not fit this model: missing {missing[:3]}, unused {extra[:3]}, "
                          f"wrong shape {wrong[:3]}")
-    add_lora(model, tuple(config["targets"]), r, config["alpha"], config["dropout"])
+    cuda = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):  # A is drawn, then overwritten: the caller's random stream stays put
+        add_lora(model, tuple(config["targets"]), r, config["alpha"], config["dropout"])
     with torch.no_grad():
         for name, layer in lora_layers(model).items():
             for key in ADAPTER_KEYS:

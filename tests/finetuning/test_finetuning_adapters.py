@@ -51,6 +51,17 @@ def test_saved_adapters_on_a_fresh_base_give_the_tuned_logits(tmp_path):
     assert torch.load(tmp_path / "adapters.pt", weights_only=True)["config"]["r"] == 4  # plain values only
 
 
+def test_loading_adapters_leaves_the_global_random_stream_alone(tmp_path):
+    """Library review L7: A is overwritten by the saved one, so drawing it must not move the caller's RNG."""
+    save_adapters(tuned(), tmp_path / "adapters.pt")
+    fresh = base()
+    torch.manual_seed(123)
+    want = torch.rand(4)
+    torch.manual_seed(123)
+    load_adapters(fresh, tmp_path / "adapters.pt")
+    assert torch.equal(torch.rand(4), want)
+
+
 def test_adapters_that_do_not_fit_are_refused_and_the_model_is_left_alone():
     adapters = {"config": adapter_config(tuned()), "state": lora_state_dict(tuned())}
     wider = base(d_model=48)
