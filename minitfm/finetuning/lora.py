@@ -18,6 +18,10 @@ costs nothing extra at inference. ``unmerge`` subtracts it again (equal to the b
 chapter 8 runs again (it refuses module types it does not know, such as :class:`LoRALinear`).
 
 The adapters are saved apart from the base (:mod:`minitfm.finetuning.adapters`).
+
+Equal to ``peft``'s ``LoraConfig`` when ``alpha`` is passed: minitfm's default ``alpha=16`` (2r at r = 8, a common
+rule of thumb) is not peft's 8. Not here: rsLoRA (scale ``alpha / sqrt(r)``), DoRA, and ``target_modules=
+"all-linear"`` (name the layers: :func:`linear_names` lists them).
 """
 from __future__ import annotations
 
