@@ -23,7 +23,8 @@ changes the tool can say which file, which cell, what the English was and what i
 
 A translator edits ``zh`` (and, after checking the new English, copies it into ``en``); nothing else in
 the file needs touching. Math, code spans, link targets, anchors and the heading levels of a translation
-must be those of its English (as sets): :func:`invariant_problems` checks them. A space typed beside full-width
+must be those of its English (as sets; the words of math's ``\\text{...}`` and a Python code block's comments
+are prose): :func:`invariant_problems` checks them. A space typed beside full-width
 punctuation or between two Chinese characters (``）␣和``) is reported too (:func:`typed_spaces`).
 
 A figure's alt text is English prose too, but it lives in its code cell's metadata
