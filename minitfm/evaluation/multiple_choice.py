@@ -62,7 +62,7 @@ def choice_scores(token_log_probs, choices) -> ChoiceScores:
     for i, (lps, text) in enumerate(zip(token_log_probs, choices)):
         if not isinstance(text, str) or not text:
             raise ValueError(f"choices[{i}] must be a non-empty str, got {text!r}")
-        lps = np.asarray(torch.as_tensor(lps).double().reshape(-1))
+        lps = np.asarray(torch.as_tensor(lps).detach().double().reshape(-1).cpu())  # from any device
         if lps.size == 0 or np.any(lps > 0) or not np.all(np.isfinite(lps)):
             raise ValueError(f"token_log_probs[{i}] must be a non-empty list of finite log-probs <= 0, "
                              f"got {lps.tolist()[:5]}")

@@ -46,6 +46,12 @@ def bits_per_byte(total_nats: float, n_bytes: int) -> float:
     return total / (math.log(2) * n)
 
 
+def _model_device(model, default: torch.device) -> torch.device:
+    """The device of a module's weights (a model on a GPU scores GPU ids); ``default`` for a plain callable."""
+    first = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    return default if first is None else first.device
+
+
 def _one_pass(model, ids: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         logits = model(ids[None])  # (1, T) -> (1, T, V)
@@ -56,7 +62,8 @@ def _one_pass(model, ids: torch.Tensor) -> torch.Tensor:
 
 
 def next_token_log_probs(model, tokens, *, stride: int | None = None) -> torch.Tensor:
-    """ln p(tokens[t] | tokens before it) for t = 1..T-1, shape (T-1,).
+    """ln p(tokens[t] | tokens before it) for t = 1..T-1, shape (T-1,), float64, on the model's device (the ids,
+    a list or a tensor on any device, are moved to the device of the model's weights).
 
     ``model`` is any callable mapping (1, T) int64 ids to (1, T, V) logits (a minitfm ``DecoderOnlyLM``, or a
     Hugging Face model wrapped to return ``.logits``); logits at position t predict token t + 1. A module in
@@ -69,7 +76,7 @@ def next_token_log_probs(model, tokens, *, stride: int | None = None) -> torch.T
     ids = torch.as_tensor(tokens)
     if ids.ndim != 1 or ids.numel() < 2 or ids.dtype in (torch.bool,) or ids.is_floating_point():
         raise ValueError(f"tokens must be a 1-D sequence of >= 2 integer ids, got {ids.dtype} {tuple(ids.shape)}")
-    ids, n = ids.long(), ids.numel()
+    ids, n = ids.long().to(_model_device(model, ids.device)), ids.numel()  # ids where the weights are
     if isinstance(model, torch.nn.Module) and model.training and any(
             isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
         raise ValueError("model is in training mode with dropout active, so its scores would be random: "

@@ -28,6 +28,20 @@ def _check(model, template) -> None:
         raise TypeError(f"model must be a minitfm DecoderOnlyLM, got {type(model).__name__}")
 
 
+def _device(model) -> torch.device:
+    """Where the model's weights are: the ids a helper builds go there (a model on a GPU gets GPU ids)."""
+    first = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    return torch.device("cpu") if first is None else first.device
+
+
+def _left_padded(rows, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Id rows -> (B, P) ids left-padded with 0 and the (B, P) mask of real tokens, both on ``device``."""
+    lengths = torch.tensor([len(r) for r in rows], device=device)
+    ids = pad_sequences(list(rows), 0, side="left").to(device)  # (B, P)
+    real = torch.arange(ids.shape[1], device=device)[None, :] >= (ids.shape[1] - lengths)[:, None]  # True = real
+    return ids, real
+
+
 def replies(model, template: ChatTemplate, conversations: Sequence, *, max_new_tokens: int = 32,
             batch_size: int = 128, return_finished: bool = False):
     """The greedy reply of ``model`` to each conversation (a list of turns ending with the user's).
@@ -42,12 +56,9 @@ def replies(model, template: ChatTemplate, conversations: Sequence, *, max_new_t
     prompts = [template.render(c, add_generation_prompt=True).ids for c in conversations]
     if not isinstance(return_finished, bool):
         raise TypeError(f"return_finished must be a bool, got {type(return_finished).__name__}")
-    out, finished = [], []
+    out, finished, device = [], [], _device(model)
     for i in range(0, len(prompts), batch_size):
-        chunk = prompts[i:i + batch_size]
-        lengths = torch.tensor([len(p) for p in chunk])
-        ids = pad_sequences(chunk, 0, side="left")  # (B, P)
-        real = torch.arange(ids.shape[1])[None, :] >= (ids.shape[1] - lengths)[:, None]  # (B, P) True = real
+        ids, real = _left_padded(prompts[i:i + batch_size], device)  # (B, P) each
         result = generate(model, ids, max_new_tokens, eos_id=template.end_id, prompt_mask=real)
         out += [template.reply(row) for row in result.tokens[:, result.prompt_len:]]
         finished += result.finished.tolist()
@@ -61,12 +72,10 @@ def completions(model, tokenizer, prefixes: Sequence[str], max_new_tokens: int, 
     check_positive_int(max_new_tokens, "max_new_tokens")
     if isinstance(prefixes, str) or not prefixes:
         raise TypeError("prefixes must be a non-empty list of str")
-    out = []
+    out, device = [], _device(model)
     for i in range(0, len(prefixes), batch_size):
         chunk = [torch.tensor([bos_id] + tokenizer.encode(p)) for p in prefixes[i:i + batch_size]]
-        lengths = torch.tensor([len(c) for c in chunk])
-        ids = pad_sequences(chunk, 0, side="left")  # (B, P)
-        real = torch.arange(ids.shape[1])[None, :] >= (ids.shape[1] - lengths)[:, None]
+        ids, real = _left_padded(chunk, device)  # (B, P) each
         result = generate(model, ids, max_new_tokens, eos_id=-1, prompt_mask=real)
         out += [tokenizer.decode(row.tolist()) for row in result.tokens[:, result.prompt_len:]]
     return out
@@ -98,7 +107,8 @@ def reply(model, template: ChatTemplate, conversation, *, max_new_tokens: int = 
     if temperature == 0:
         return replies(model, template, [conversation], max_new_tokens=max_new_tokens)[0]
     processors = [Temperature(temperature)] + ([TopK(top_k)] if top_k else [])
-    prompt = template.prompt_ids(conversation)  # (1, P)
+    prompt = template.prompt_ids(conversation).to(_device(model))  # (1, P)
+    # a CPU generator on every device: one seed, one reply, whether the model is on the CPU or a GPU
     result = generate(model, prompt, max_new_tokens, processors=processors, do_sample=True,
                       generator=torch.Generator().manual_seed(seed), eos_id=template.end_id)
     return template.reply(result.tokens[0, result.prompt_len:])

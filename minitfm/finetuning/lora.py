@@ -67,7 +67,13 @@ class LoRALinear(nn.Module):
         kind = dict(dtype=base.weight.dtype, device=base.weight.device)
         self.lora_A = nn.Parameter(torch.empty(r, base.in_features, **kind))  # (r, D_in)
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, r, **kind))  # (D_out, r): zero, so no change at step 0
-        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5), generator=generator)
+        if generator is not None and generator.device.type != self.lora_A.device.type:
+            # a CPU generator for weights on a GPU: draw on the CPU, then copy (the same A on every device)
+            start = torch.empty(r, base.in_features, dtype=base.weight.dtype, device=generator.device)
+            with torch.no_grad():
+                self.lora_A.copy_(nn.init.kaiming_uniform_(start, a=math.sqrt(5), generator=generator))
+        else:
+            nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5), generator=generator)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.merged = False
 

@@ -145,13 +145,14 @@ def text_nats(model: DecoderOnlyLM, texts: list[str], batch_size: int = 64) -> l
     longest = max(map(len, rows))
     if longest > model.config.max_seq_len:
         raise ValueError(f"a text has {longest - 1} bytes; the model reads at most {model.config.max_seq_len - 1}")
-    nats = []
+    nats, device = [], next(model.parameters()).device
     with torch.no_grad():
         for i in range(0, len(rows), batch_size):
             chunk = rows[i:i + batch_size]
             ids = torch.full((len(chunk), max(map(len, chunk))), -100, dtype=torch.long)  # (B, T)
             for r, row in enumerate(chunk):
                 ids[r, :len(row)] = torch.tensor(row)
+            ids = ids.to(device)  # built on the CPU, moved once to where the weights are
             targets = ids[:, 1:]  # (B, T - 1): -100 after each row's end
             logits = model(ids[:, :-1].clamp(min=0)).double()  # (B, T - 1, V)
             losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100,
