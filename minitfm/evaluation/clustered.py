@@ -49,9 +49,13 @@ def clustered_standard_error(scores, clusters) -> ClusteredError:
     if isinstance(clusters, (str, bytes)):
         raise TypeError(f"clusters must be a sequence of labels, one per item, got a {type(clusters).__name__}")
     check_same_length(s, clusters, "scores", "clusters")
-    labels, index = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    number = {}
+    try:
+        index = np.array([number.setdefault(label, len(number)) for label in clusters])  # (N,) cluster of each item
+    except TypeError as error:
+        raise TypeError(f"clusters must hold hashable labels (ints, strings), got {error}") from None
     deviation = s - s.mean()
-    cluster_sums = np.bincount(index, weights=deviation, minlength=len(labels))  # (C,) sum over each cluster
+    cluster_sums = np.bincount(index, weights=deviation, minlength=len(number))  # (C,) sum over each cluster
     n = len(s)
     return ClusteredError(float(s.mean()), float(math.sqrt(np.sum(deviation ** 2)) / n),
-                          float(math.sqrt(np.sum(cluster_sums ** 2)) / n), n, len(labels))
+                          float(math.sqrt(np.sum(cluster_sums ** 2)) / n), n, len(number))

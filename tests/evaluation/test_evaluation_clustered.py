@@ -73,3 +73,5 @@ def test_bad_input_is_named():
         clustered_standard_error([1, 0, 1], [0, 0])
     with pytest.raises(TypeError, match="clusters must be a sequence"):
         clustered_standard_error([1, 0], "ab")
+    with pytest.raises(TypeError, match="hashable labels"):
+        clustered_standard_error([1, 0], [[1], [2]])
