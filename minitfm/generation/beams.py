@@ -40,7 +40,7 @@ class BeamSearchOutput:
 
 
 def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: int = 4,
-                length_penalty: float = 1.0, src: torch.Tensor | None = None, eos_id: int | None = None,
+                length_penalty: float = 1.0, src: torch.Tensor | None = None, eos_id=None,
                 pad_id: int | None = None, use_cache: bool = True, cache_cls=KVCache,
                 prompt_mask: torch.Tensor | None = None) -> BeamSearchOutput:
     """Keep the ``num_beams`` most likely continuations of every row, and a list of finished ones.
@@ -66,8 +66,8 @@ def beam_search(model, prompt: torch.Tensor, max_new_tokens: int, *, num_beams: 
     beams (of ``max_new_tokens`` tokens) compete with its finished ones. The result is the best of
     them: no hypothesis the search ever scored beats it.
 
-    Arguments as in :func:`generate`; ``eos_id=-1`` turns finishing off: no hypothesis ends, and the K
-    live beams of ``max_new_tokens`` tokens are the result.
+    Arguments as in :func:`generate`; ``eos_id`` may be several ids (each ends a hypothesis), and ``eos_id=-1``
+    turns finishing off: no hypothesis ends, and the K live beams of ``max_new_tokens`` tokens are the result.
     """
     _check_inputs(model, prompt, max_new_tokens, src)
     check_positive_int(num_beams, "num_beams")
@@ -95,19 +95,22 @@ def _beam_loop(model, prompt, valid, max_new_tokens, k, length_penalty, src, eos
     done_scores = torch.full((b, k), float("-inf"), device=device)  # their normalised scores, best first
     stopped = torch.zeros(b, dtype=torch.bool, device=device)
     first_row = torch.arange(b, device=device)[:, None] * k  # (B, 1): row of each batch entry's beam 0
+    eos, e = torch.tensor(eos_id, dtype=torch.long, device=device), len(eos_id)  # (E,) the ids that end a hypothesis
     for step in range(n):
         length = step + 1  # generated tokens of every candidate of this step, eos included
         logp = next_logits(tokens, valid).float().log_softmax(dim=-1)  # (B K, V)
-        # 1. every live beam followed by eos is a finished hypothesis; keep the K best finished per row
-        ended = (scores + logp[:, eos_id].view(b, k)) / length ** length_penalty  # (B, K)
-        ended = ended.masked_fill(stopped[:, None] | (eos_id < 0), float("-inf"))  # a stopped row takes no more
-        ended_tokens = torch.cat([tokens, torch.full_like(tokens[:, :1], eos_id)], dim=1)  # (B K, P + length)
-        ended_tokens = torch.nn.functional.pad(ended_tokens, (0, n - length), value=pad_id).view(b, k, width)
-        done_scores, pick = torch.cat([done_scores, ended], dim=1).topk(k, dim=1)  # (B, 2K) -> (B, K)
-        done_tokens = torch.cat([done_tokens, ended_tokens], dim=1).gather(1, pick[..., None].expand(-1, -1, width))
+        # 1. every live beam followed by an eos id is a finished hypothesis (E of them for E eos ids); keep the K
+        # best finished per row
+        if e:
+            ended = (scores[..., None] + logp[:, eos].view(b, k, e)) / length ** length_penalty  # (B, K, E)
+            ended = ended.masked_fill(stopped[:, None, None], float("-inf")).view(b, k * e)  # a stopped row: no more
+            ended_tokens = torch.cat([tokens.repeat_interleave(e, dim=0), eos.repeat(b * k)[:, None]], dim=1)
+            ended_tokens = torch.nn.functional.pad(ended_tokens, (0, n - length), value=pad_id).view(b, k * e, width)
+            done_scores, pick = torch.cat([done_scores, ended], dim=1).topk(k, dim=1)  # (B, K + K E) -> (B, K)
+            done_tokens = torch.cat([done_tokens, ended_tokens], dim=1).gather(1, pick[..., None].expand(-1, -1, width))
         # 2. the K best extensions by any other token are the next live beams
-        if eos_id >= 0:
-            logp[:, eos_id] = float("-inf")
+        if e:
+            logp[:, eos] = float("-inf")
         vocab = logp.shape[-1]
         candidates = (scores.view(-1, 1) + logp).view(b, k * vocab)  # (B K, V) -> (B, K V)
         scores, best = candidates.topk(k, dim=-1)  # (B, K) each, best first

@@ -46,7 +46,7 @@ class GenerationOutput:
     Attributes:
         tokens: (B, P + N) the (left-padded) prompt followed by the generated tokens.
         prompt_len: P, so ``tokens[:, prompt_len:]`` are the new tokens.
-        finished: (B,) bool, whether each row produced ``eos_id``.
+        finished: (B,) bool, whether each row produced (one of) ``eos_id``.
         step_times: seconds per step; step 0 includes the prefill of the whole prompt.
         logits: (B, N, V) the model's raw logits at every step (before processors), if requested.
     """
@@ -136,17 +136,36 @@ def _check_inputs(model, prompt, max_new_tokens, src) -> None:
                          f"exceeds the model's max_seq_len={limit}")
 
 
-def _special_ids(model, eos_id, pad_id) -> tuple[int, int | None, int]:
-    """The eos and pad ids to use, the config's unless given (``eos_id=-1`` means "never stop early"), and the
-    id that fills a row after it stopped: ``pad_id``, or ``eos_id`` for a model without a padding token
-    (``pad_id=None``, as GPT-2 and Llama)."""
-    vocab = model.config.vocab_size
-    eos_id = model.config.eos_id if eos_id is None else eos_id
-    pad_id = model.config.pad_id if pad_id is None else pad_id
+def _eos_ids(eos_id, vocab: int) -> tuple[int, ...]:
+    """``eos_id`` as a tuple of ids: one id, several (a list, tuple, set or 1-D integer tensor: Llama 3 Instruct
+    ends a turn with <|eot_id|> and a text with <|end_of_text|>), or ``-1``: none, never stop early (``()``)."""
+    if isinstance(eos_id, torch.Tensor):
+        if eos_id.dim() > 1 or eos_id.is_floating_point() or eos_id.is_complex() or eos_id.dtype == torch.bool:
+            raise TypeError(f"eos_id as a tensor must be a 0-D or 1-D integer tensor of ids, got {eos_id.dtype} "
+                            f"{tuple(eos_id.shape)}")
+        eos_id = eos_id.tolist()
+    if isinstance(eos_id, (list, tuple, set, frozenset)):
+        ids = sorted(eos_id) if isinstance(eos_id, (set, frozenset)) else list(eos_id)
+        if not ids:
+            raise ValueError("eos_id must hold at least one id (or be -1: never stop early), got an empty "
+                             f"{type(eos_id).__name__}")
+        for i in ids:
+            check_number(i, "every id of eos_id", low=0, high=vocab - 1, integer=True)
+        return tuple(dict.fromkeys(ids))
     check_number(eos_id, "eos_id", low=-1, high=vocab - 1, integer=True)
+    return () if eos_id == -1 else (eos_id,)
+
+
+def _special_ids(model, eos_id, pad_id) -> tuple[tuple[int, ...], int | None, int]:
+    """The eos ids and pad id to use, the config's unless given (``eos_id=-1`` means "never stop early": no eos
+    id), and the id that fills a row after it stopped: ``pad_id``, or the first eos id for a model without a
+    padding token (``pad_id=None``, as GPT-2 and Llama)."""
+    vocab = model.config.vocab_size
+    eos_ids = _eos_ids(model.config.eos_id if eos_id is None else eos_id, vocab)
+    pad_id = model.config.pad_id if pad_id is None else pad_id
     if pad_id is not None:
         check_number(pad_id, "pad_id", low=0, high=vocab - 1, integer=True)
-    return eos_id, pad_id, (pad_id if pad_id is not None else max(eos_id, 0))
+    return eos_ids, pad_id, (pad_id if pad_id is not None else eos_ids[0] if eos_ids else 0)
 
 
 def _check_sampling_args(processors, do_sample, generator) -> None:
@@ -206,7 +225,7 @@ def _choose(logits, tokens, processors, do_sample: bool, generator) -> torch.Ten
 
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Tensor | None = None,
              processors: Sequence[LogitsProcessor] = (), do_sample: bool = False,
-             generator: torch.Generator | None = None, eos_id: int | None = None, pad_id: int | None = None,
+             generator: torch.Generator | None = None, eos_id=None, pad_id: int | None = None,
              use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False,
              clock=time.perf_counter, prompt_mask: torch.Tensor | None = None,
              decoder: LeanDecoder | None = None) -> GenerationOutput:
@@ -223,8 +242,10 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
         generator: a seeded ``torch.Generator`` makes sampling reproducible; a CPU one also serves a model on a
             GPU (the draw is made on the CPU, so a seed gives the same tokens on every device).
         eos_id, pad_id: default to ``model.config.eos_id`` / ``model.config.pad_id``; ids in the vocabulary.
-            ``eos_id=-1`` turns stopping off: every row generates exactly ``max_new_tokens`` tokens. A model
-            without a padding token (``pad_id=None``) fills a stopped row with ``eos_id``.
+            ``eos_id`` may be several ids (a list, tuple, set or 1-D tensor): a row stops at any of them (Llama 3
+            Instruct's turn ends with <|eot_id|>, its text with <|end_of_text|>). ``eos_id=-1`` turns stopping off:
+            every row generates exactly ``max_new_tokens`` tokens. A model without a padding token
+            (``pad_id=None``) fills a stopped row with the (first) eos id.
         use_cache: reuse keys/values (fast) or recompute the whole prefix every step (slow, simple).
         cache_cls: :class:`~minitfm.layers.kv_cache.KVCache` or :class:`~minitfm.layers.kv_cache.ConcatKVCache`.
             With the default, a decoder-only model's sliding-window layers get a
@@ -317,6 +338,7 @@ def _generate_loop(model, prompt, valid, max_new_tokens, src, processors, do_sam
     next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls,
                               decoder)
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    eos_ids = torch.tensor(eos_id, dtype=prompt.dtype, device=prompt.device)  # (E,) every id that ends a row
     step_times, all_logits = [], []
     for _ in range(max_new_tokens):
         start = clock()
@@ -325,7 +347,7 @@ def _generate_loop(model, prompt, valid, max_new_tokens, src, processors, do_sam
         chosen = chosen.masked_fill(finished, fill_id)  # a row that stopped only pads
         tokens = torch.cat([tokens, chosen[:, None]], dim=1)  # (B, T) -> (B, T + 1)
         valid = torch.cat([valid, ~finished[:, None]], dim=1)
-        finished = finished | (chosen == eos_id)
+        finished = finished | torch.isin(chosen, eos_ids)
         step_times.append(clock() - start)
         if return_logits:
             all_logits.append(logits)

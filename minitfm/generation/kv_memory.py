@@ -49,8 +49,9 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
     """The KV cache of a decoder-only :class:`~minitfm.config.ModelConfig` after ``seq_len`` tokens: a layer with a
     sliding window of W (``config.layer_window``: Mistral, Gemma 2/3) must keep only min(T, W) positions, the others
     all T. Equal to :func:`kv_cache_bytes` for a model without windows. (minitfm's bounded
-    :class:`~minitfm.layers.kv_cache.SlidingKVCache` writes each position twice, into 2 W slots, to keep the
-    window one contiguous view: it allocates twice what this counts for a windowed layer.)"""
+    :class:`~minitfm.layers.kv_cache.SlidingKVCache` allocates min(max_seq_len, 2 W) positions: up to 2 W it is the
+    plain buffer, beyond it a ring that writes each position twice, into 2 W slots, to keep the window one
+    contiguous view: then it allocates twice what this counts for a windowed layer.)"""
     if not isinstance(config, ModelConfig):
         raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
     check_positive_int(seq_len, "seq_len")

@@ -125,18 +125,27 @@ class SlidingKVCache(KVCache):
     """A bounded cache for a sliding-window layer: it keeps only the ``window`` latest positions.
 
     A layer with window W never looks further back than W - 1 keys, so older keys can go: the memory stays
-    W positions however long the text. The buffer is a ring of W slots written **twice**, at slot p mod W and
-    at p mod W + W, so that the W latest keys are always one contiguous view, oldest first, and a decode step
-    copies nothing but its own key and value. ``length`` still counts every position seen (RoPE and the causal
-    mask continue from it); ``update`` returns fewer keys than ``length``, the latest ones in order, and the
-    attention aligns its mask to the right (the dropped columns are outside every query's window).
+    bounded however long the text, and never exceeds a plain :class:`KVCache`'s:
+
+    - ``max_seq_len <= 2 W``: a plain buffer of ``max_seq_len`` slots, position p at slot p, exactly the plain
+      cache (the window drops nothing worth the bookkeeping);
+    - longer: a ring of W slots written **twice**, at slot p mod W and at p mod W + W (2 W slots in all), so
+      that the W latest keys are always one contiguous view, oldest first.
+
+    Either way a decode step copies nothing but its own key and value, and returns a view: until the ring wraps,
+    positions 0 .. length - 1 sit at slots 0 .. length - 1. ``length`` still counts every position seen (RoPE and
+    the causal mask continue from it); ``update`` returns fewer keys than ``length`` once it exceeds the window,
+    the latest ones in order, and the attention aligns its mask to the right (the dropped columns are outside
+    every query's window). Only a prompt of several tokens that crosses the ring's end is copied once.
     """
 
     def __init__(self, batch_size: int, n_kv_heads: int, max_seq_len: int, d_head: int,
                  dtype: torch.dtype = torch.float32, device=None, *, window: int = 4096):
         check_positive_int(window, "window")
         check_positive_int(max_seq_len, "max_seq_len")
-        super().__init__(batch_size, n_kv_heads, 2 * window, d_head, dtype=dtype, device=device)
+        self.ring = max_seq_len > 2 * window  # else the plain layout costs no more than the ring's 2 W slots
+        super().__init__(batch_size, n_kv_heads, 2 * window if self.ring else max_seq_len, d_head, dtype=dtype,
+                         device=device)
         self.window, self._capacity = window, max_seq_len
 
     @property
@@ -147,28 +156,43 @@ class SlidingKVCache(KVCache):
         """How many positions the cache still holds: min(length, W)."""
         return min(self.length, self.window)
 
+    def _start(self, end: int, count: int) -> int:
+        """The slot of the first of the ``count`` positions that end at position ``end`` - 1 (oldest first)."""
+        first = end - count
+        return first % self.window if self.ring and end > self.window else first
+
     def get(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The held keys and values (B, H_kv, min(length, W), Dh), oldest first (a view)."""
-        start = self.length % self.window if self.length >= self.window else 0
+        start = self._start(self.length, self.held())
         return self.k.narrow(2, start, self.held()), self.v.narrow(2, start, self.held())
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append (B, H_kv, T_new, Dh); return every key/value a new query may see, oldest first: those held before
-        the call then the new ones (a copy), or, for one new token once the ring is full, the W latest (a view)."""
+        the call (at most W - 1 of them count) then the new ones. A view, except for a prompt of several tokens that
+        crosses the end of the ring (one copy)."""
         self._check_new(k, v)
-        t, w = k.shape[2], self.window
-        if self.length + t > self._capacity:
-            raise ValueError(f"KV cache overflow: capacity {self._capacity}, {self.length} used, {t} added")
-        old_k, old_v = self.get()
-        if t > 1 or self.length < w:  # prefill or still filling: the keys in order, one copy
-            out_k, out_v = torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)
-        first = max(self.length, self.length + t - w)  # only the last W new positions are kept
-        slots = torch.arange(first, self.length + t, device=self.k.device) % w
-        slots = torch.cat([slots, slots + w])  # each position in both halves of the ring
-        for buffer, new in ((self.k, k), (self.v, v)):
-            kept = new[:, :, first - self.length:]
-            buffer.index_copy_(2, slots, torch.cat([kept, kept], dim=2))
-        self.length += t
-        if t == 1 and self.length > w:  # a decode step on a full ring: the W latest keys are one view
-            return self.get()
-        return out_k, out_v
+        t, w, length = k.shape[2], self.window, self.length
+        end = length + t
+        if end > self._capacity:
+            raise ValueError(f"KV cache overflow: capacity {self._capacity}, {length} used, {t} added")
+        if not self.ring or end <= w:  # no wrap yet (or never): the plain cache's write, positions at their slots
+            self.k.narrow(2, length, t).copy_(k)
+            self.v.narrow(2, length, t).copy_(v)
+            self.length = end
+            start = max(0, (length if t > 1 else end) - w)  # held before the call and the new ones; one token: W
+            return self.k.narrow(2, start, end - start), self.v.narrow(2, start, end - start)
+        out = None
+        if t > 1:  # a prompt crossing the ring's end: the keys in order, one copy, before older slots are overwritten
+            old_k, old_v = self.get()
+            out = torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)
+        p = max(length, end - w)  # only the last W new positions are kept: in at most two runs of slots
+        while p < end:
+            slot = p % w
+            n = min(end - p, w - slot)
+            for buffer, new in ((self.k, k), (self.v, v)):
+                run = new.narrow(2, p - length, n)
+                buffer.narrow(2, slot, n).copy_(run)
+                buffer.narrow(2, slot + w, n).copy_(run)
+            p += n
+        self.length = end
+        return out if out is not None else self.get()
