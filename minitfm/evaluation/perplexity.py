@@ -100,6 +100,22 @@ def next_token_log_probs(model, tokens, *, stride: int | None = None) -> torch.T
     return torch.cat(pieces)  # (T-1,)
 
 
+def _first_token_bytes(tokenizer, first: int, text: str) -> int:
+    """The UTF-8 bytes the first token spells. A byte-level token may hold part of a character ("中" is 3 bytes,
+    a byte tokenizer makes 3 tokens of it): its text is U+FFFD, 3 bytes whatever it stands for, so its bytes are
+    read from the vocabulary (``tokenizer.vocab[id]``, bytes, as minitfm's BPE ``Tokenizer`` holds) where there
+    is one, and a decoded text that is not the start of ``text`` is refused rather than miscounted."""
+    vocab = getattr(tokenizer, "vocab", None)
+    if isinstance(vocab, dict) and isinstance(vocab.get(first), bytes):
+        return len(vocab[first])
+    piece = tokenizer.decode([first])
+    if "\ufffd" in piece and not text.startswith(piece):
+        raise ValueError(f"the first token (id {first}) is part of a character: it decodes to {piece!r}, so its "
+                         "bytes cannot be counted from its text; pass bos_id so that every token is scored "
+                         "(or give the tokenizer a vocab of id -> bytes)")
+    return utf8_length(piece)
+
+
 @dataclass(frozen=True)
 class BitsPerByte:
     """One text scored by one model: the sums behind bits per byte, and the per-token figures beside it."""
@@ -116,8 +132,11 @@ def model_bits_per_byte(model, tokenizer, text: str, *, bos_id: int | None = Non
     """Score ``text`` with ``model`` under ``tokenizer`` (anything with ``encode(text) -> list[int]``).
 
     With ``bos_id`` the model reads ``[bos_id] + encode(text)`` and every token of the text is scored, so all of
-    its bytes count. Without one, the first token has no context and is not scored: its bytes
-    (``utf8_length(tokenizer.decode([first]))``, so the tokenizer then needs ``decode``) leave the denominator.
+    its bytes count. Without one, the first token has no context and is not scored, and its bytes leave the
+    denominator: ``len(tokenizer.vocab[first])`` for a tokenizer whose ``vocab`` maps ids to bytes (minitfm's
+    BPE ``Tokenizer``, whose token may cut a character), else ``utf8_length(tokenizer.decode([first]))`` (the
+    tokenizer then needs ``decode``), refused when that text is not the start of ``text`` (a piece of a
+    character decodes to U+FFFD).
     A text longer than the model's context is scored in windows: see ``next_token_log_probs``'s ``stride``.
     (A tokenizer whose ``encode`` already starts with a BOS token, like minitfm's ``WordTokenizer``, needs no
     ``bos_id``: its BOS decodes to no bytes.) Bits per byte compares models only when each tokenizer keeps the whole
@@ -136,7 +155,7 @@ def model_bits_per_byte(model, tokenizer, text: str, *, bos_id: int | None = Non
         if not callable(getattr(tokenizer, "decode", None)):
             raise TypeError("without bos_id the first token is not scored, and tokenizer.decode is needed to "
                             f"count its bytes: {type(tokenizer).__name__} has no decode (or pass bos_id)")
-        n_bytes = n_text_bytes - utf8_length(tokenizer.decode(ids[:1]))
+        n_bytes = n_text_bytes - _first_token_bytes(tokenizer, ids[0], text)
         if n_bytes <= 0:
             raise ValueError(f"text {text!r} is a single token: nothing is left to score without a bos_id")
     log_probs = next_token_log_probs(model, ids, stride=stride)  # (T-1,)

@@ -185,3 +185,22 @@ def test_bad_input_is_refused_with_a_clear_message():
     assert next_token_log_probs(dropout_model.eval(), [1, 2, 3]).shape == (2,)
     with pytest.raises(ValueError, match="must return logits"):
         next_token_log_probs(lambda t: torch.zeros(1, 3), [1, 2, 3])
+
+
+def test_without_bos_the_first_tokens_bytes_are_its_bytes_not_its_texts():
+    """Review 2026-12b M1: "注意力机制" in byte tokens starts with byte 0xE6, a third of "注", which decodes to
+    U+FFFD (3 bytes). 15 bytes minus the 1 unscored byte leave 14 bytes for the 14 scored tokens."""
+    from minitfm.lm.base_lm import byte_tokenizer
+
+    tokenizer, text = byte_tokenizer(), "注意力机制"
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig(vocab_size=261, d_model=16, n_heads=2, n_layers=1, max_seq_len=32)).eval()
+    result = model_bits_per_byte(model, tokenizer, text)
+    assert tokenizer.decode(tokenizer.encode(text)[:1]) == "\ufffd"  # the trap: 3 bytes of text for 1 byte
+    assert (result.n_tokens, result.n_bytes) == (14, 14)
+    assert result.bits_per_byte == pytest.approx(result.total_nats / (math.log(2) * 14), rel=1e-12)
+    # a tokenizer without a vocab of bytes cannot say how many bytes U+FFFD stood for: refused, not miscounted
+    with pytest.raises(ValueError, match=r"part of a character.*pass bos_id"):
+        model_bits_per_byte(uniform_byte_model(), ByteTokenizer(), text)
+    whole = model_bits_per_byte(uniform_byte_model(), ByteTokenizer(), "a" + text)  # a whole first character
+    assert (whole.n_tokens, whole.n_bytes) == (15, 15)
