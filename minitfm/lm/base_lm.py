@@ -168,10 +168,16 @@ def bits_per_byte_of(model: DecoderOnlyLM, texts: list[str], batch_size: int = 6
     return sum(nats) / (math.log(2) * sum(len(t.encode("utf-8")) for t in texts))
 
 
+def cut_to_bytes(text: str, n_bytes: int) -> str:
+    """The longest start of ``text`` whose UTF-8 form has at most ``n_bytes`` bytes, cut between characters
+    (a cut by characters would let "注意力" keep 3 bytes per character, past the model's context)."""
+    return text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")  # drops a cut character's head
+
+
 def heldout_bits_per_byte(model: DecoderOnlyLM, n_paragraphs: int | None = None) -> float:
-    """Bits per byte of the held-out prose paragraphs (cut to the context): how well the model still writes the
-    book's prose, the measure of forgetting."""
-    paragraphs = [p[: model.config.max_seq_len - 1] for _, p in heldout_prose()]
+    """Bits per byte of the held-out prose paragraphs (each cut to the context, ``max_seq_len - 1`` bytes after
+    ``<|endoftext|>``): how well the model still writes the book's prose, the measure of forgetting."""
+    paragraphs = [cut_to_bytes(p, model.config.max_seq_len - 1) for _, p in heldout_prose()]
     if n_paragraphs is not None:
         check_positive_int(n_paragraphs, "n_paragraphs")
         paragraphs = paragraphs[:n_paragraphs]

@@ -78,3 +78,15 @@ def test_the_shipped_base_model_loads_with_its_recipe_and_its_record():
     # the figure the training script stored is the one this checkpoint earns (re-measured here, any machine)
     assert B.heldout_bits_per_byte(model) == pytest.approx(record["heldout_bits_per_byte"], abs=2e-3)
     assert record["heldout_bits_per_byte"] < 3.0  # well below uniform over bytes (8 bits): it learned the prose
+
+
+def test_heldout_paragraphs_are_cut_to_the_context_in_bytes_between_characters(monkeypatch):
+    """Review 2026-12b L5: a cut by characters left a Chinese paragraph 3 times the context in bytes, which
+    text_nats refuses; the cut is now by bytes, at a character boundary."""
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(B.base_lm_config(d_model=32, n_layers=2, d_ff=64, max_seq_len=64)).eval()
+    monkeypatch.setattr(B, "heldout_prose", lambda: [("ch", "注意力机制" * 10), ("en", "Keys and values. " * 9)])
+    got = B.heldout_bits_per_byte(model)
+    want = B.bits_per_byte_of(model, ["注意力机制" * 4 + "注", ("Keys and values. " * 9)[:63]])  # 63 bytes each
+    assert got == pytest.approx(want, rel=1e-12)
+    assert B.cut_to_bytes("注意力", 7) == "注意" and B.cut_to_bytes("ab注", 4) == "ab" and B.cut_to_bytes("abc", 9) == "abc"
