@@ -104,7 +104,7 @@ class _Transformer(nn.Module):
                              f"got {tuple(positions.shape)}")
         x = self.tok_emb(tokens)  # (B, T) -> (B, T, D)
         if self.config.scale_embeddings:
-            x = x * math.sqrt(self.config.d_model)
+            x = x * float(torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype))  # bf16: 55.5, as transformers
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
         return self.emb_dropout(x) if self.training else x

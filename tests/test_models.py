@@ -224,3 +224,18 @@ def test_decode_checks_the_memory_and_source_mask_it_is_given():
         model.decode(tgt, memory, src_mask[..., :2])
     with pytest.raises(ValueError, match=r"src_mask must be the bool"):
         model.decode(tgt, memory, src_mask.float())
+
+
+def test_gemmas_embedding_scale_is_rounded_to_the_weights_dtype_as_transformers_does():
+    """Library review L1: transformers' Gemma multiplies by tensor(sqrt(D), dtype=bf16) (sqrt(3072) = 55.43 becomes
+    55.5); in float32 that is the float32 sqrt(D) it always was."""
+    config = ModelConfig.small_lm(vocab_size=50, d_model=3072, n_heads=4, n_layers=1, scale_embeddings=True)
+    model = DecoderOnlyLM(config)
+    tokens = torch.tensor([[1, 2, 3]])
+    positions = torch.arange(3)
+    bf16 = model.to(torch.bfloat16)
+    rows = bf16.tok_emb(tokens)
+    assert torch.equal(bf16.embed(tokens, positions), rows * torch.tensor(3072 ** 0.5, dtype=torch.bfloat16))
+    assert float(torch.tensor(3072 ** 0.5, dtype=torch.bfloat16)) == 55.5
+    f32 = model.float()
+    assert torch.equal(f32.embed(tokens, positions), f32.tok_emb(tokens) * 3072 ** 0.5)

@@ -92,10 +92,12 @@ class MoEFeedForward(nn.Module):
 
     def route(self, tokens: torch.Tensor) -> Routing:
         """tokens (N, D) -> :class:`Routing`."""
-        probs = torch.softmax(self.router(tokens), dim=-1)  # (N, D) -> (N, E)
+        logits = self.router(tokens)  # (N, D) -> (N, E)
+        half = logits.dtype in (torch.float16, torch.bfloat16)  # chosen in float32 then, as transformers' MoEs do
+        probs = torch.softmax(logits, dim=-1, dtype=torch.float32 if half else None)
         top_probs, indices = probs.topk(self.top_k, dim=-1)  # (N, E) -> (N, k), (N, k)
         weights = top_probs / top_probs.sum(dim=-1, keepdim=True) if self.renormalize else top_probs
-        return Routing(weights, indices, probs, load_balancing_loss(probs, indices),
+        return Routing(weights.to(tokens.dtype), indices, probs, load_balancing_loss(probs, indices),
                        expert_load(indices, self.n_experts))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Routing]:

@@ -49,6 +49,14 @@ class OffsetRMSNorm(RMSNorm):
         super().__init__(d_model, eps)
         nn.init.zeros_(self.weight)
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype not in (torch.float16, torch.bfloat16):
+            return super().forward(x)
+        check_module_input(x, "x", self, self.d_model)
+        wide = x.float()  # Gemma multiplies by 1 + w in float32 too and rounds once (transformers does the same)
+        normed = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return (normed * (1.0 + self.weight.float())).to(x.dtype)
+
     def gain(self) -> torch.Tensor:
         return 1.0 + self.weight
 

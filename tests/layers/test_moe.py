@@ -98,3 +98,16 @@ def test_moe_runs_under_bfloat16_autocast():
         out, _ = moe(x)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, reference, atol=5e-2, rtol=5e-2)
+
+
+def test_the_router_in_bfloat16_takes_its_softmax_in_float32_as_transformers_does():
+    """Library review L1: Mixtral and Qwen3-MoE in transformers route with softmax(logits, dtype=float32), top-k
+    and renormalisation in float32, then round the weights to the activations' dtype."""
+    torch.manual_seed(0)
+    moe = MoEFeedForward(32, 8, 2, d_ff=16, ffn="swiglu", bias=False).to(torch.bfloat16)
+    tokens = torch.randn(256, 32).to(torch.bfloat16)
+    routing = moe.route(tokens)
+    probs = torch.softmax(moe.router(tokens), dim=-1, dtype=torch.float32)
+    top, indices = probs.topk(2, dim=-1)
+    assert torch.equal(routing.indices, indices)
+    assert torch.equal(routing.weights, (top / top.sum(-1, keepdim=True)).to(torch.bfloat16))

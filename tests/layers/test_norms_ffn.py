@@ -67,3 +67,15 @@ def test_make_ffn_and_errors():
         make_ffn("silu", 12)
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 2"):
         FeedForward(8, dropout=2)
+
+
+def test_gemmas_norm_in_bfloat16_multiplies_the_gain_in_float32_as_transformers_does():
+    """Library review L1: transformers' Gemma RMSNorm computes (x_f32 normed) * (1 + w_f32), then rounds once."""
+    torch.manual_seed(0)
+    norm = make_norm("rms_offset", 64, eps=1e-6).to(torch.bfloat16)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(64) * 0.7)
+    x = (torch.randn(32, 64) * 3).to(torch.bfloat16)
+    wide = x.float()
+    want = (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + norm.weight.float())).to(x.dtype)
+    assert torch.equal(norm(x), want)
