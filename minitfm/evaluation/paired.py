@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minitfm.evaluation._validate import as_generator, check_confidence, check_correct, check_count, check_same_length, check_scores
+from minitfm.evaluation.intervals import resample_indices
 
 __all__ = ["PairedBootstrap", "paired_bootstrap", "McNemar", "discordant_counts", "mcnemar_exact", "mcnemar_chi2"]
 
@@ -49,8 +50,8 @@ def paired_bootstrap(scores_a, scores_b, *, confidence: float = 0.95, n_resample
     alpha = (1 - check_confidence(confidence)) / 2
     n_b = check_count(n_resamples, "n_resamples", minimum=1)
     d = a - b  # (N,) per-item differences: pairing kept
-    indices = as_generator(rng).integers(0, d.size, size=(n_b, d.size))  # (B, N)
-    means = d[indices].mean(axis=1)  # (B,)
+    means = np.concatenate([d[indices].mean(axis=1)  # (B,), drawn in blocks of (rows, N) indices
+                            for indices in resample_indices(as_generator(rng), d.size, n_b)])
     observed = float(d.mean())
     low, high = np.quantile(means, (alpha, 1 - alpha))
     hits = int(np.count_nonzero(means - observed >= observed))  # shifted to the null, at least as extreme

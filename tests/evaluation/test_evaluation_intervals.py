@@ -100,3 +100,23 @@ def test_bad_input_is_refused_with_a_clear_message():
         bootstrap_interval(data, lambda s: float(not np.array_equal(s, data)), method="bca", rng=0)
     with pytest.raises(TypeError, match="statistic must be a function"):
         bootstrap_interval([1.0, 2.0], "mean", rng=0)
+
+
+def test_the_bootstrap_draws_in_blocks_the_same_numbers_in_little_memory():
+    """Review 2026-12b L4: B x N indices at once is 1.1 GB at MMLU's size; here 4000 x 5000 would be 160 MB of
+    indices (and as much of values). Drawn in blocks, the peak stays under 40 MB and the numbers are those of
+    one (B, N) draw."""
+    import tracemalloc
+
+    x = np.random.default_rng(1).random(5000)
+    tracemalloc.start()
+    try:
+        got = bootstrap_distribution(x, n_resamples=4000, rng=7)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40e6, f"peak {peak / 1e6:.0f} MB"
+    want = x[np.random.default_rng(7).integers(0, x.size, size=(4000, x.size))].mean(axis=1)
+    np.testing.assert_array_equal(got, want)
+    median = bootstrap_distribution(x[:50], np.median, n_resamples=30, rng=7)
+    np.testing.assert_array_equal(median, np.median(x[:50][np.random.default_rng(7).integers(0, 50, (30, 50))], axis=1))
