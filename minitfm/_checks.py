@@ -6,12 +6,15 @@ that names what was expected and what arrived. These helpers keep those messages
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 from typing import Sequence
 
 import torch
 
-_trusted_depth = 0  # > 0 inside ``trusted_inputs()``
+# > 0 inside ``trusted_inputs()``; a context variable, so one thread's forward (or one asyncio task's) never
+# turns off the checks of a call running at the same time in another thread (each thread starts at 0)
+_trusted_depth: contextvars.ContextVar[int] = contextvars.ContextVar("minitfm_trusted_depth", default=0)
 
 
 @contextlib.contextmanager
@@ -24,17 +27,16 @@ def trusted_inputs():
     checks (:func:`check_module_input`, attention's and the KV cache's input checks, RoPE's position
     checks) return at once; outside it, every public function checks everything.
     """
-    global _trusted_depth
-    _trusted_depth += 1
+    token = _trusted_depth.set(_trusted_depth.get() + 1)
     try:
         yield
     finally:
-        _trusted_depth -= 1
+        _trusted_depth.reset(token)
 
 
 def inputs_trusted() -> bool:
-    """True inside :func:`trusted_inputs`."""
-    return _trusted_depth > 0
+    """True inside :func:`trusted_inputs`, in this thread (or asyncio task) only."""
+    return _trusted_depth.get() > 0
 
 
 def check_tensor(x, name: str, *, ndim: int | Sequence[int] | None = None, floating: bool = False) -> None:
@@ -121,7 +123,7 @@ def check_same_dtype(*named: tuple[str, torch.Tensor]) -> None:
 def check_module_input(x, name: str, module: torch.nn.Module, d_model: int, *, ndim: int | None = None) -> None:
     """Raise unless ``x`` is a floating tensor (..., D), or (B, T, D) with ``ndim=3``, whose dtype matches the
     module's parameters. Skipped inside :func:`trusted_inputs`."""
-    if _trusted_depth:
+    if _trusted_depth.get():
         return
     check_tensor(x, name, ndim=ndim, floating=True)
     if x.dim() < 1 or x.shape[-1] != d_model:
