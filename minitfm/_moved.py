@@ -5,6 +5,9 @@ A silent alias would give every function two names, and a reader would meet both
 saved with an old path gets one clear line instead: ``ImportError: minitfm.bpe moved to
 minitfm.text.bpe_trainer``. (The Colab set-up cell installs a pinned version, so an old notebook that still
 runs the old version keeps working.)
+
+The finder raises from ``find_spec``, so a probe such as ``importlib.util.find_spec("minitfm.bpe")`` raises the
+same ImportError instead of returning None: an old path is reported wherever it is looked up.
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from minitfm.config import ModelConfig
-from minitfm.pretrained.families import DECODER_FAMILIES, decoder_config_from_hf, decoder_config_json, special_ids
+from minitfm.pretrained.families import (DECODER_FAMILIES, _refuse, decoder_config_from_hf, decoder_config_json,
+                                         special_ids)
 from minitfm.pretrained.files import check_config_fields
 
 
@@ -94,11 +95,6 @@ def family_of(hf_config: dict) -> str:
         return model_type
     raise ValueError(f"minitfm.pretrained loads the families with model_type 'gpt2', "
                      f"{', '.join(repr(t) for t in LLAMA_TYPES)}; got model_type={model_type!r}")
-
-
-def _refuse(condition: bool, setting: str, value, why: str) -> None:
-    if condition:
-        raise ValueError(f"this checkpoint sets {setting}={value!r}, which minitfm's models do not have ({why})")
 
 
 def config_from_hf(hf_config: dict) -> ModelConfig:
