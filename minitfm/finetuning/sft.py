@@ -90,7 +90,9 @@ def supervised_finetune(model: torch.nn.Module, chats: Sequence[RenderedChat], c
 
     Adam is built from ``config`` over the parameters that require gradients only; freeze what must not train
     first (``add_lora`` does). ``row_len`` packs each batch into rows (see :func:`sft_batches`). ``train_kwargs``
-    go to ``train`` (``callbacks``, ``progress``)."""
+    go to ``train`` (``callbacks``, ``progress``). The loss is ``train``'s, smoothed by ``config.label_smoothing``:
+    ``TrainConfig``'s default is the Transformer paper's 0.1, while SFT recipes (TRL's, torchtune's) smooth
+    nothing, so pass ``label_smoothing=0.0`` for their loss (the book's fine-tuning runs do)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(config, TrainConfig):

@@ -134,6 +134,8 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], config: TrainConfig,
     Builds Adam from ``config`` unless an optimizer is given, sets each update's learning rate from
     ``config.lr_at(step)``, clips gradients, shows a tqdm bar and calls every callback with the history
     after each update; a callback that returns ``True`` stops training (live plots, early stopping).
+    The model comes back in eval mode, whatever mode it came in (a new module starts in training mode, and
+    what follows training is evaluation: dropout off); call ``model.train()`` to go on training it by hand.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
