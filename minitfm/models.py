@@ -89,9 +89,8 @@ class _Transformer(nn.Module):
             raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), "
                              f"got min {low}, max {high}")
         if past + tokens.shape[1] > self.config.max_seq_len:
-            raise ValueError(
-                f"{name}: {past} cached + {tokens.shape[1]} new tokens exceed max_seq_len={self.config.max_seq_len}"
-            )
+            raise ValueError(f"{name}: {past} cached + {tokens.shape[1]} new tokens exceed "
+                             f"max_seq_len={self.config.max_seq_len}")
 
     def embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(B, T) ids and (T,) or (B, T) positions -> (B, T, D) scaled embeddings (+ positions)."""
@@ -103,8 +102,9 @@ class _Transformer(nn.Module):
             raise ValueError(f"positions must have shape (T,) = ({t},) or (B, T) = ({b}, {t}) like the tokens, "
                              f"got {tuple(positions.shape)}")
         x = self.tok_emb(tokens)  # (B, T) -> (B, T, D)
-        if self.config.scale_embeddings:
-            x = x * float(torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype))  # bf16: 55.5, as transformers
+        if self.config.scale_embeddings:  # fp16/bf16: sqrt(D) rounded to the dtype first (55.5 for D = 3072), as Gemma's
+            scale = math.sqrt(self.config.d_model)
+            x = x * (scale if x.dtype in (torch.float32, torch.float64) else float(torch.tensor(scale, dtype=x.dtype)))
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
         return self.emb_dropout(x) if self.training else x
