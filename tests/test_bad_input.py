@@ -301,3 +301,36 @@ def test_second_sweep_of_helpers():
         SavedTensorMeter("x")
     with pytest.raises(ValueError, match="must be a finite number"):
         memory.format_bytes(NAN)
+
+
+# ---- the older API's last raw errors (issue 45, item 7) -----------------------------------------------------------
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: minitfm.padding_mask(torch.tensor([[1, 2, 0]]), None), TypeError,
+     r"pad_id must be an int \(the padding token's id\), got NoneType None; a model without a padding token"),
+    (lambda: minitfm.padding_mask(torch.tensor([[1, 2, 0]]), "0"), TypeError, "pad_id must be an int"),
+    (lambda: minitfm.padding_mask(torch.tensor([[1, 2, 0]]), 0.0), TypeError, "pad_id must be an int"),
+    (lambda: _words().decode([4, 1.5]), TypeError, "token ids must be ints, got float 1.5"),
+    (lambda: _words().decode(["cat"]), TypeError, "token ids must be ints, got str 'cat'"),
+    (lambda: _words().decode([True]), TypeError, "token ids must be ints, got bool"),
+    (lambda: _words().decode(torch.tensor([4.0, 5.0])), TypeError, "integer token ids, got a tensor of dtype torch.float32"),
+    (lambda: _words().decode("the cat"), TypeError, "ids must be a sequence of int token ids, got str"),
+    (lambda: _words().decode(None), TypeError, "ids must be a sequence of int token ids, got NoneType"),
+])
+def test_padding_mask_and_word_decode_refuse_what_is_not_an_id(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def _words():
+    from minitfm.text.words import WordTokenizer
+
+    return WordTokenizer(["the", "cat", "sat"])
+
+
+def test_word_decode_still_takes_numpy_and_tensor_ids():
+    import numpy as np
+
+    words = _words()
+    ids = words.encode("the cat sat")
+    assert words.decode(ids) == words.decode(torch.tensor(ids)) == words.decode(np.array(ids)) == "the cat sat"
+    assert minitfm.padding_mask(torch.tensor([[5, 0]]), 0).tolist() == [[[[True, False]]]]

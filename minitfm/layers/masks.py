@@ -25,6 +25,10 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
         and queries: every query may look at every real key of its own sequence.
     """
     check_token_ids(tokens, "tokens")
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        hint = "; a model without a padding token (pad_id=None) pads nothing, so it needs no padding mask" \
+            if pad_id is None else ""
+        raise TypeError(f"pad_id must be an int (the padding token's id), got {type(pad_id).__name__} {pad_id!r}{hint}")
     return (tokens != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 

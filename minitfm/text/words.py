@@ -9,6 +9,7 @@ every token readable when we print what a model generates.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Iterable, Sequence
 
 import torch
@@ -57,9 +58,15 @@ class WordTokenizer:
         if isinstance(ids, torch.Tensor):
             if ids.dim() != 1:
                 raise ValueError(f"decode takes one sequence (T,), got shape {tuple(ids.shape)}; use decode_batch")
+            if ids.is_floating_point() or ids.dtype == torch.bool:
+                raise TypeError(f"ids must hold integer token ids, got a tensor of dtype {ids.dtype}")
             ids = ids.tolist()
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__}; encode text first")
         words = []
         for i in ids:
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+                raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r:.30}")
             if not 0 <= i < self.vocab_size:
                 raise ValueError(f"token id must be in [0, {self.vocab_size}), got {i}")
             if i == self.eos_id and stop_at_eos:
