@@ -5,6 +5,7 @@ and ``TrainConfig.copy_task()``, the settings chapter 7 imports.
 
     python benchmarks/copy_task.py            # one run, thread count chosen by measurement
     python benchmarks/copy_task.py --runs 3   # three seeds, then the median
+    python benchmarks/copy_task.py --smoke    # seconds: 20 updates, 50 test sequences (tests run this)
 
 **Time to 100%.** The model trains every step of the recipe. Every ``--check-every`` updates (from update
 100) training pauses and the model greedy-decodes 1,000 fresh test sequences (drawn from a generator that
@@ -53,12 +54,15 @@ def probe(steps: int = 30) -> None:
     train(model, TASK.batches(config.batch_size, seed=0), config, progress=False)
 
 
-def run_once(seed: int, check_every: int, progress: bool) -> dict:
-    """Train one model from ``seed`` through the whole recipe, checking the test set as it goes."""
+def run_once(seed: int, check_every: int, progress: bool, steps: int | None = None, n_test: int = N_TEST) -> dict:
+    """Train one model from ``seed`` through the whole recipe (or its first ``steps``), checking the test set as it
+    goes."""
     set_seed(seed)
     model = EncoderDecoder(ModelConfig.copy_task())
     config = TrainConfig.copy_task(seed=seed)
-    test = TASK.batch(N_TEST, torch.Generator().manual_seed(1_000_003 + seed))  # never drawn from by training
+    if steps is not None:
+        config = dataclasses.replace(config, steps=steps)
+    test = TASK.batch(n_test, torch.Generator().manual_seed(1_000_003 + seed))  # never drawn from by training
     checks, paused, start = [], [0.0], time.perf_counter()  # checks: (update, training seconds, exact match)
 
     def check(history) -> None:
@@ -86,28 +90,34 @@ def main() -> None:
     parser.add_argument("--threads", default="auto", help="'auto' (fastest by measurement) or a thread count")
     parser.add_argument("--check-every", type=int, default=10, help="updates between test checks")
     parser.add_argument("--progress", action="store_true", help="show the tqdm bar")
+    parser.add_argument("--smoke", action="store_true", help="the smallest setting (20 updates, 50 test sequences, 1 "
+                                                             "thread): checks that the script runs")
     args = parser.parse_args()
+    steps, n_test = None, N_TEST
+    if args.smoke:
+        args.runs, args.threads, steps, n_test = 1, "1", 20, 50
+        print("--smoke: the smallest setting, to check that the script runs; its figures and verdicts mean nothing")
     print(f"machine: {cpu_summary()}; {WAIT_POLICY}")
     print(f"copy task: {ModelConfig.copy_task()}")
     print(f"training: {TrainConfig.copy_task()}")
     if args.threads == "auto":
         probe(5)  # warm-up
     torch.set_num_threads(thread_counts(args.threads, probe, "30 updates")[0])
-    print(f"training on {torch.get_num_threads()} thread(s), every step of the recipe; the test set of {N_TEST} "
+    print(f"training on {torch.get_num_threads()} thread(s), every step of the recipe; the test set of {n_test} "
           f"fresh sequences is checked every {args.check_every} updates from update {FIRST_CHECK}")
     times = []
     for seed in range(args.runs):
-        r = run_once(seed, args.check_every, args.progress)
+        r = run_once(seed, args.check_every, args.progress, steps, n_test)
         final = r["final"]
         reached = "never" if r["perfect_from"] is None else \
             f"from update {r['perfect_from'][0]} on, after {r['perfect_from'][1]:.1f} s of training"
-        print(f"run {seed}: {r['steps']} updates in {r['seconds']:.1f} s; all {N_TEST} test sequences copied {reached}; "
+        print(f"run {seed}: {r['steps']} updates in {r['seconds']:.1f} s; all {n_test} test sequences copied {reached}; "
               f"at the end exact match {100 * final['exact_match']:.1f}% (token accuracy "
               f"{100 * final['token_accuracy']:.2f}%), {r['params']:,} parameters")
         times.append(float("inf") if r["perfect_from"] is None else r["perfect_from"][1])
     seconds = statistics.median(times)
     ok = seconds <= TARGET_SECONDS
-    print(f"median of {args.runs}: 100% on {N_TEST} fresh sequences after {seconds:.1f} s of training -> target "
+    print(f"median of {args.runs}: 100% on {n_test} fresh sequences after {seconds:.1f} s of training -> target "
           f"(<= {TARGET_SECONDS:.0f} s) {'MET' if ok else 'NOT MET'}")
 
 

@@ -9,6 +9,7 @@ weights (they must agree to 1e-6; the script exits with status 1 if they do not)
     torchrun --standalone --nproc_per_node=2 benchmarks/ddp_copy_task.py               # 3 SGD steps
     torchrun --standalone --nproc_per_node=2 benchmarks/ddp_copy_task.py --steps 20 --check
     torchrun --standalone --nproc_per_node=2 benchmarks/ddp_copy_task.py --bucket-cap-mb 0.1
+    python benchmarks/ddp_copy_task.py --smoke    # 2 checked updates: starts itself with torchrun (tests run this)
 
 torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; the process group reads them (``env://``).
 The worker logic is ``minitfm.training.distributed`` (the same code ``compare_data_parallel`` spawns from a notebook).
@@ -45,7 +46,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=None, help="default 0.1 for SGD, 1e-3 for Adam")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket size (default 25)")
     parser.add_argument("--check", action="store_true", help="compare with one process on the whole batch")
+    parser.add_argument("--smoke", action="store_true", help="the smallest setting (2 updates of 4 rows per rank, "
+                                                             "checked against one process); started without torchrun, "
+                                                             "it starts itself with torchrun on 2 processes")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.batch_per_rank, args.check = 2, 4, True
+        if "RANK" not in os.environ:  # re-run this script under torchrun: 2 local processes
+            os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                      "--nproc_per_node=2", __file__, *sys.argv[1:]])
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         parser.error("start this script with torchrun, which sets RANK and WORLD_SIZE, e.g.\n"
                      "  torchrun --standalone --nproc_per_node=2 benchmarks/ddp_copy_task.py")
@@ -96,6 +105,9 @@ def main() -> None:
     ok = True
     if rank == 0:
         param_bytes = 4 * n_params  # fp32
+        if args.smoke:
+            print("--smoke: the smallest setting, to check that the script runs; its figures mean nothing (the check "
+                  "against one process still counts)")
         print(f"DDP, gloo, {world_size} processes x {settings.batch_per_rank} rows, {settings.optimizer}, "
               f"{n_params:,} parameters = {param_bytes:,} bytes of fp32 gradients per step")
         print_steps(records, param_bytes)

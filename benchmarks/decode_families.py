@@ -2,12 +2,14 @@
 
 Usage:  python benchmarks/decode_families.py [--shapes qwen3-0.6b,gpt2-small] [--threads 1] [--new-tokens 256]
         [--runs 3] [--prompt-len 8]
+        python benchmarks/decode_families.py --smoke   # seconds: 2-layer models of both families (tests run this)
 
 For each shape, a model with random weights is built by ``transformers`` (nothing is downloaded), saved, and
 loaded into minitfm with :func:`minitfm.pretrained.load`; then, for each thread count, in one run and interleaved
 (a change in the machine's load hits both alike), it decodes ``--new-tokens`` tokens greedily at batch 1 in
 float32, exactly as ``benchmarks/pretrained_speed.py`` does for GPT-2 (whose functions this script reuses):
-minitfm's ``generate`` with its KV cache and a lean decoder built once, against ``transformers``' ``generate``.
+minitfm's ``generate`` as a user calls it (its KV cache and the model's own lean decoder, built by the warm-up
+call and reused), against ``transformers``' ``generate``.
 It prints every run's time per token, the median, transformers / minitfm (target >= 1), minitfm / floor (target
 <= 1.3, the floor being the bytes of weights a step reads over the bandwidth measured on the same threads right
 after each run, so that a change in the machine's load moves both) and whether the tokens are identical.
@@ -58,6 +60,13 @@ SHAPES = {
                                                                                  "rope_type": "default"},
                                        bos_token_id=151643, eos_token_id=151645)),
     "gpt2-small": ("GPT2Config", {}),
+    # --smoke: the same families at 2 layers of width 64
+    "qwen3-tiny": ("Qwen3Config", dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                       max_position_embeddings=128, tie_word_embeddings=True, bos_token_id=0,
+                                       eos_token_id=1)),
+    "gpt2-tiny": ("GPT2Config", dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128, bos_token_id=0,
+                                     eos_token_id=0)),
 }
 
 
@@ -76,17 +85,17 @@ def build(shape: str, init: float, folder: str):
 def measure(shape: str, hf, model, threads: int, args) -> None:
     torch.set_num_threads(threads)
     prompt = torch.randint(0, model.config.vocab_size, (1, args.prompt_len), generator=torch.Generator().manual_seed(1))
-    decoder = LeanDecoder.build(model)
+    decoder = LeanDecoder.of(model)  # the model's own: what generate builds at its first call and then reuses
     if decoder is None:
         raise SystemExit(f"the lean step refuses {shape}: {refusal(model)}")
-    run_minitfm(model, prompt, 4, decoder)  # warm-up
+    run_minitfm(model, prompt, 4)  # warm-up
     run_transformers(hf, prompt, 4)
     times, floors, same = {"minitfm": [], "transformers": []}, [], True
     weights = bytes_per_step(model)
     for _ in range(args.runs):  # each run's floor from the bandwidth measured beside it (the load drifts)
-        seconds_m, ours = run_minitfm(model, prompt, args.new_tokens, decoder)
+        seconds_m, ours = run_minitfm(model, prompt, args.new_tokens)  # the default call
         seconds_h, theirs = run_transformers(hf, prompt, args.new_tokens)
-        floors.append(1e3 * weights / bandwidth(repeats=4))
+        floors.append(1e3 * weights / bandwidth(repeats=4, megabytes=args.probe_mb))
         times["minitfm"].append(seconds_m)
         times["transformers"].append(seconds_h)
         same = same and torch.equal(ours, theirs)
@@ -102,14 +111,14 @@ def measure(shape: str, hf, model, threads: int, args) -> None:
     for i, (m, h, f) in enumerate(zip(times["minitfm"], times["transformers"], floors)):  # each run's ratios
         print(f"run {i + 1}: transformers / minitfm = {h / m:.2f}, minitfm / floor = "
               f"{1e3 * m / args.new_tokens / f:.2f}")
-    floor_check(decoder, weights)
+    floor_check(decoder, weights, megabytes=args.probe_mb)
     ratio = per_token["transformers"] / per_token["minitfm"]
     print(f"median: transformers / minitfm = {ratio:.2f} (target >= 1.00: {'met' if ratio >= 1.0 else 'missed'}); "
           f"minitfm / floor = {per_token['minitfm'] / floor:.2f} (target <= 1.30: "
           f"{'met' if per_token['minitfm'] <= 1.3 * floor else 'missed'}); tokens identical: {same}")
 
 
-def floor_check(decoder, weights: int, rounds: int = 3) -> None:
+def floor_check(decoder, weights: int, rounds: int = 3, megabytes: int = 256) -> None:
     """Print, per round, the decoder's matrix products alone and a sum over the same tensors, each one pass, over
     a floor probed right beside them; then the median ratios (see the module docstring)."""
     matrices = [decoder.lm_head] + [w for layer in decoder.layers
@@ -124,7 +133,7 @@ def floor_check(decoder, weights: int, rounds: int = 3) -> None:
 
     ratios = []
     for _ in range(rounds):
-        floor = 1e3 * weights / bandwidth(repeats=4)
+        floor = 1e3 * weights / bandwidth(repeats=4, megabytes=megabytes)
         ratios.append((one_pass(lambda m: torch.mm(rows[m.shape[0]], m)) / floor, one_pass(torch.sum) / floor))
     products, sums = (statistics.median(r) for r in zip(*ratios))
     print(f"floor check   over a floor probed beside them, the step's products alone {products:.2f}x, torch.sum over "
@@ -134,6 +143,9 @@ def floor_check(decoder, weights: int, rounds: int = 3) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest setting (qwen3-tiny,gpt2-tiny, 8 tokens, 1 run): checks that the script "
+                             "runs; its figures mean nothing")
     parser.add_argument("--shapes", default="qwen3-0.6b,gpt2-small")
     parser.add_argument("--threads", default="1")
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -141,6 +153,10 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=8)
     parser.add_argument("--init", type=float, default=0.05)
     args = parser.parse_args()
+    args.probe_mb = 256  # the bandwidth probe's matrix
+    if args.smoke:
+        args.shapes, args.threads, args.new_tokens, args.runs, args.probe_mb = "qwen3-tiny,gpt2-tiny", "1", 8, 1, 8
+        print("--smoke: the smallest setting, to check that the script runs; its figures and verdicts mean nothing")
     import transformers
 
     transformers.logging.set_verbosity_error()

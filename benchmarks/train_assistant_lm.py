@@ -1,6 +1,7 @@
 """Fine-tune chapter 15's base model into the assistant that the book's pages chat with, or check it.
 
 Usage:  python benchmarks/train_assistant_lm.py [--threads 1] [--save] [--check]
+        python benchmarks/train_assistant_lm.py --smoke   # seconds: 2 steps, 2 questions a task (tests run this)
 
 Recipe: chapter 15's full fine-tuning, with its constants (``notebooks/15_finetuning.ipynb``, the cell that sets
 ``SFT_PER_TASK, SFT_STEPS, BATCH`` and defines ``fine_tune``) and the library's functions: the shipped base model
@@ -52,29 +53,29 @@ def recipe() -> dict:
             "template": "ChatTemplate(byte_tokenizer(), bos_id=<|endoftext|>)"}
 
 
-def fine_tune():
+def fine_tune(per_task: int = SFT_PER_TASK, steps: int = SFT_STEPS):
     """The chapter's full fine-tuning of the shipped base model: (model in eval mode, history, longest row)."""
     template = chat_template()  # ChatTemplate(byte_tokenizer(), bos_id=<|endoftext|>), as the chapter's
-    examples = [e for task in T.TASKS for e in T.examples(task, "train", SFT_PER_TASK, seed=EXAMPLE_SEED)]
+    examples = [e for task in T.TASKS for e in T.examples(task, "train", per_task, seed=EXAMPLE_SEED)]
     chats = [template.render(e.chat()) for e in examples]
-    config = TrainConfig(steps=SFT_STEPS, batch_size=BATCH, lr=LR, schedule="cosine", warmup=WARMUP,
+    config = TrainConfig(steps=steps, batch_size=BATCH, lr=LR, schedule="cosine", warmup=WARMUP,
                          label_smoothing=0.0, seed=SEED)
     model = load_base_lm()
     history = supervised_finetune(model.train(), chats, config, mask_prompt=True, progress=False)
     return model.eval(), history, template, max(len(c) for c in chats)
 
 
-def heldout_scores(model, template) -> dict:
+def heldout_scores(model, template, n: int = EVAL_N, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
     """Per task and over all: the shares of answer-shaped and of correct replies to the held-out facts."""
     out = {}
     for task in T.TASKS:
-        examples = T.examples(task, "heldout", EVAL_N, seed=EVAL_SEED)
+        examples = T.examples(task, "heldout", n, seed=EVAL_SEED)
         answers, ended = replies(model, template, [e.chat(with_answer=False) for e in examples],
-                                 max_new_tokens=MAX_NEW_TOKENS, return_finished=True)
+                                 max_new_tokens=max_new_tokens, return_finished=True)
         out[task] = {"shaped": round(sum(T.looks_like_answer(e, a) and f for e, a, f in zip(examples, answers, ended))
-                                     / EVAL_N, 4),
+                                     / n, 4),
                      "correct": round(sum(T.is_correct(e, a) and f for e, a, f in zip(examples, answers, ended))
-                                      / EVAL_N, 4)}
+                                      / n, 4)}
     out["all"] = {k: round(sum(out[t][k] for t in T.TASKS) / len(T.TASKS), 4) for k in ("shaped", "correct")}
     return out
 
@@ -84,13 +85,22 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--save", action="store_true", help=f"write {ASSISTANT_CHECKPOINT.name} and {RECORD.name}")
     parser.add_argument("--check", action="store_true", help=f"compare with {RECORD.name}")
+    parser.add_argument("--smoke", action="store_true", help="the smallest setting (2 steps on 4 conversations a task, "
+                                                             "2 held-out questions a task, 4 new tokens): checks that "
+                                                             "the script runs; writes and compares nothing")
     args = parser.parse_args()
+    sizes = dict(tune=dict(per_task=SFT_PER_TASK, steps=SFT_STEPS), score=dict(n=EVAL_N, max_new_tokens=MAX_NEW_TOKENS))
+    if args.smoke:
+        if args.save or args.check:
+            parser.error("--smoke fine-tunes for 2 steps: nothing worth saving or checking; drop --save and --check")
+        sizes = dict(tune=dict(per_task=4, steps=2), score=dict(n=2, max_new_tokens=4))
+        print("--smoke: the smallest setting, to check that the script runs; its figures and verdicts mean nothing")
     torch.set_num_threads(args.threads)
     print(f"machine: {cpu_summary()}; {WAIT_POLICY}; {args.threads} threads")
     start = time.perf_counter()
-    model, history, template, longest = fine_tune()
+    model, history, template, longest = fine_tune(**sizes["tune"])
     seconds = time.perf_counter() - start
-    scores = heldout_scores(model, template)
+    scores = heldout_scores(model, template, **sizes["score"])
     print(f"fine-tuned {len(history.loss)} steps in {seconds:.1f} s; loss {history.loss[0]:.3f} -> "
           f"{history.loss[-1]:.3f}; the longest training row has {longest} tokens")
     for task, s in scores.items():

@@ -1,6 +1,7 @@
 """Pretrain chapter 15's base model (a byte-level LM on the book's prose and the tasks' facts), or check it.
 
 Usage:  python benchmarks/train_base_lm.py [--threads 2] [--save] [--check]
+        python benchmarks/train_base_lm.py --smoke   # seconds: 3 steps, a few paragraphs and facts (tests run this)
 
 Recipe (all in :mod:`minitfm.lm.base_lm`): ``base_corpus(seed=0)`` (the book's prose without its held-out
 paragraphs, and every task fact as a sentence, shuffled), ``base_lm_config()`` (4 Pre-RMSNorm layers, d_model 96,
@@ -36,9 +37,9 @@ TOLERANCE = 0.05  # bits per byte: a rerun on another machine lands within this 
 RECORD = CHECKPOINT.with_suffix(".json")
 
 
-def fact_recall(model, task: str, split: str) -> float:
-    """Share of the facts of ``split`` whose statement the model completes greedily."""
-    chosen = [f for f in facts(task) if split_of(task, f) == split]
+def fact_recall(model, task: str, split: str, limit: int | None = None) -> float:
+    """Share of the facts of ``split`` (the first ``limit``) whose statement the model completes greedily."""
+    chosen = [f for f in facts(task) if split_of(task, f) == split][:limit]
     hits = statement_recall(model, byte_tokenizer(), task, chosen, bos_id=model.config.bos_id)
     return sum(hits) / len(hits)
 
@@ -48,7 +49,16 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--save", action="store_true", help=f"write {CHECKPOINT.name} and {RECORD.name}")
     parser.add_argument("--check", action="store_true", help=f"compare with {RECORD.name}")
+    parser.add_argument("--smoke", action="store_true", help="the smallest setting (3 steps of 4 rows, 3 held-out "
+                                                             "paragraphs, 2 facts per task and split, 1 thread): checks "
+                                                             "that the script runs; writes and compares nothing")
     args = parser.parse_args()
+    train, paragraphs, limit = {}, None, None
+    if args.smoke:
+        if args.save or args.check:
+            parser.error("--smoke trains for 3 steps: nothing worth saving or checking; drop --save and --check")
+        args.threads, train, paragraphs, limit = 1, dict(steps=3, batch_size=4, warmup=1), 3, 2
+        print("--smoke: the smallest setting, to check that the script runs; its figures and verdicts mean nothing")
     torch.set_num_threads(args.threads)
     print(f"machine: {cpu_summary()}; {WAIT_POLICY}; {args.threads} threads")
     start = time.perf_counter()
@@ -57,14 +67,14 @@ def main() -> int:
             print(f"  step {len(history.loss)}: loss {history.loss[-1]:.3f} ({time.perf_counter() - start:.0f} s)",
                   flush=True)
 
-    model, history = train_base_lm(progress=sys.stderr.isatty(), callbacks=[report])
+    model, history = train_base_lm(progress=sys.stderr.isatty(), callbacks=[report], **train)
     seconds = time.perf_counter() - start
-    bpb = heldout_bits_per_byte(model)
+    bpb = heldout_bits_per_byte(model, paragraphs)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"trained {len(history.loss)} steps in {seconds:.0f} s, {n_params:,} parameters; training loss "
           f"{sum(history.loss[:10]) / 10:.3f} -> {sum(history.loss[-10:]) / 10:.3f} nats/byte")
     print(f"held-out prose: {bpb:.4f} bits per byte")
-    recall = {t: {s: round(fact_recall(model, t, s), 3) for s in ("train", "heldout")} for t in TASKS}
+    recall = {t: {s: round(fact_recall(model, t, s, limit), 3) for s in ("train", "heldout")} for t in TASKS}
     for task, shares in recall.items():
         print(f"  facts completed, {task:9s}: fine-tuning facts {shares['train']:.0%}, held-out facts "
               f"{shares['heldout']:.0%}")
