@@ -377,3 +377,35 @@ def _classify(backbone):
 def test_the_classifier_trains_and_predicts_on_another_device():
     expected, got = on_both(_classify, byte_lm())
     assert same(expected, got)
+
+
+def test_packed_rows_on_another_device():
+    from minitfm.finetuning import pack_conversations, packed_logits
+
+    chats = [TEMPLATE.render(q + [{"role": "assistant", "content": "2"}]) for q in QUESTIONS]
+    rows = pack_conversations(chats, 60)  # built on the CPU, as a caller builds them
+    expected, got = on_both(lambda lm: packed_logits(lm, rows), byte_lm())
+    assert same(expected, got)
+
+
+def test_the_copy_task_and_one_batch_overfitting_on_another_device():
+    from minitfm.generation.greedy import evaluate
+    from minitfm.training.debugging import overfit_one_batch
+
+    torch.manual_seed(0)
+    model = m.EncoderDecoder(m.ModelConfig.copy_task(d_model=16, n_heads=2, n_layers=1, d_ff=32)).eval()
+    batch = m.CopyTask(min_len=2, max_len=5).batch(3, torch.Generator().manual_seed(0))
+
+    def run(model):
+        on = batch.to(DEVICE) if _ACTIVE else batch
+        return (evaluate(model, on), m.greedy_decode(model, on.src, 6),
+                overfit_one_batch(model, on, steps=3, copy_model=True))
+
+    expected, got = on_both(run, model)
+    assert same(expected[1], got[1]) and same(expected[2], got[2]) and expected[0] == pytest.approx(got[0])
+
+
+def test_a_classifier_without_a_pad_id_on_another_device():
+    run = lambda lm: DecoderClassifier(lm, 2).eval()(moved([[256, 72, 105]]))  # noqa: E731
+    expected, got = on_both(run, byte_lm())
+    assert same(expected, got)
