@@ -239,3 +239,21 @@ def test_gemmas_embedding_scale_is_rounded_to_the_weights_dtype_as_transformers_
     assert float(torch.tensor(3072 ** 0.5, dtype=torch.bfloat16)) == 55.5
     f32 = model.float()
     assert torch.equal(f32.embed(tokens, positions), f32.tok_emb(tokens) * 3072 ** 0.5)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(sliding_window=4), dict(nope_layers=(1,)),
+                                     dict(sliding_window=4, sliding_layers=(0,), rope_local_base=50.0),
+                                     dict(final_softcap=3.0)], ids=["plain", "window", "nope", "local-rope", "softcap"])
+def test_forward_is_the_head_on_hidden_states(options):
+    """One forward pass: logits are lm_head (and the soft-cap) on hidden_states, with the same keywords."""
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig.small_lm(vocab_size=41, d_model=32, n_heads=4, n_kv_heads=2, n_layers=3,
+                                               **options)).eval()
+    tokens = torch.randint(1, 41, (2, 12))
+    key_mask = torch.ones(2, 12, dtype=torch.bool)
+    key_mask[1, :3] = False
+    with torch.no_grad():
+        logits = model.lm_head(model.hidden_states(tokens, key_mask=key_mask))
+        if model.config.final_softcap is not None:
+            logits = torch.tanh(logits / 3.0) * 3.0
+        assert torch.equal(logits, model(tokens, key_mask=key_mask))
