@@ -52,6 +52,9 @@ def token_text(token: bytes) -> str:
     return "".join(table[byte] for byte in token)
 
 
+ADDED_TOKENS = "added_tokens.json"  # special tokens that vocab.json alone cannot tell from regular ones
+
+
 def write_gpt2_files(directory: str | os.PathLike, vocab: dict[int, bytes],
                      merges: Sequence[tuple[bytes, bytes]], special_tokens: Sequence[str] = ()) -> tuple[str, str]:
     """Write ``vocab.json`` and ``merges.txt`` into ``directory`` (created if needed); return their paths.
@@ -71,6 +74,15 @@ def write_gpt2_files(directory: str | os.PathLike, vocab: dict[int, bytes],
     vocab_path.write_text(json.dumps(json_vocab, ensure_ascii=False), encoding="utf-8")
     lines = [VERSION_LINE] + [f"{token_text(a)} {token_text(b)}" for a, b in merges]
     merges_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # A special token whose bytes are also a byte or a merge's result shares that id, and vocab.json alone cannot
+    # say it is special: such tokens also go to added_tokens.json (Hugging Face's name), which read_gpt2_files reads.
+    regular = {bytes([b]) for b in range(256)} | {a + b for a, b in merges}
+    shared = {t: json_vocab[t] for t in special_tokens if t.encode("utf-8") in regular}
+    added_path = directory / ADDED_TOKENS
+    if shared:
+        added_path.write_text(json.dumps(shared, ensure_ascii=False), encoding="utf-8")
+    elif added_path.exists():  # a file from an earlier save into this folder would name tokens that are not special
+        added_path.unlink()
     return str(vocab_path), str(merges_path)
 
 
@@ -93,7 +105,9 @@ def read_gpt2_files(directory: str | os.PathLike):
     json_vocab = _read_vocab_json(directory / "vocab.json")
     merge_texts = _read_merges_txt(directory / "merges.txt", json_vocab)
     regular = set(bytes_to_unicode().values()) | {a + b for a, b in merge_texts}
-    special_tokens = [text for text, i in sorted(json_vocab.items(), key=lambda item: item[1]) if text not in regular]
+    added = _read_added_tokens(directory / ADDED_TOKENS, json_vocab)  # specials that are also regular tokens
+    special_tokens = [text for text, i in sorted(json_vocab.items(), key=lambda item: item[1])
+                      if text not in regular or text in added]
     shifted = {char for byte, char in bytes_to_unicode().items() if ord(char) != byte}  # Ġ for the space, Ċ ...
     suspicious = [text for text in special_tokens if len(text) > 1 and set(text) & shifted]
     if suspicious:
@@ -104,6 +118,19 @@ def read_gpt2_files(directory: str | os.PathLike):
     vocab = {i: text.encode("utf-8") if text not in regular else _token_bytes(text) for text, i in json_vocab.items()}
     merges = [(_token_bytes(a), _token_bytes(b)) for a, b in merge_texts]
     return vocab, merges, special_tokens
+
+
+def _read_added_tokens(path: pathlib.Path, json_vocab: dict) -> set:
+    """The special tokens ``added_tokens.json`` names ({text: id}, each as in vocab.json), or none without the file."""
+    if not path.exists():
+        return set()
+    try:
+        added = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a UTF-8 JSON object of special tokens ({error})") from error
+    if not isinstance(added, dict) or any(json_vocab.get(t) != i for t, i in added.items()):
+        raise ValueError(f"{path} must map special tokens to their ids in vocab.json, got {str(added)[:80]}")
+    return set(added)
 
 
 def _folder(directory, create: bool = False) -> pathlib.Path:
