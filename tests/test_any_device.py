@@ -12,6 +12,7 @@ CHECKS = Path(__file__).with_name("any_device_checks.py")
 
 def test_every_public_path_runs_with_the_model_on_another_device():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTEST_ADDOPTS", None)  # the outer run's options (-n for xdist) are not the inner run's
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
                           "--rootdir", str(CHECKS.parent.parent), str(CHECKS)],
                          capture_output=True, text=True, env=env, cwd=CHECKS.parent.parent, timeout=600)
