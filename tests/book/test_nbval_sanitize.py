@@ -55,6 +55,25 @@ def test_a_number_normalises_alike_whatever_its_sign_and_padding(variants):
     assert len({sanitize(v) for v in variants}) == 1, [sanitize(v) for v in variants]
 
 
+@pytest.mark.parametrize("variants", [
+    # chapter 7b's majority-of-3 verdict: the word is the same, the count moves with the machine's floats
+    ["warmup prevents a stall: verdict: confirmed: held on 2 of 3 seeds (1 layer at 2x lr)",
+     "warmup prevents a stall: verdict: confirmed: held on 3 of 3 seeds (1 layer at 2x lr)"],
+    ["mixed: the rule held on 1 of 5 seeds (x)", "mixed: the rule held on 4 of 5 seeds (x)"],
+])
+def test_a_verdicts_count_of_seeds_normalises_alike(variants):
+    assert len({sanitize(v) for v in variants}) == 1, [sanitize(v) for v in variants]
+
+
+@pytest.mark.parametrize("a, b", [
+    # the word and the number of seeds are still compared
+    ("verdict: confirmed: held on 2 of 3 seeds (r)", "verdict: mixed: held on 2 of 3 seeds (r)"),
+    ("confirmed: the rule held on 3 of 3 seeds (r)", "confirmed: the rule held on 5 of 5 seeds (r)"),
+])
+def test_a_verdicts_word_and_number_of_seeds_are_still_compared(a, b):
+    assert sanitize(a) != sanitize(b)
+
+
 def test_chapter_7s_seed_table_normalises_alike_when_its_signs_flip():
     """Chapter 7's "cost of 0.3" row (issue 45): per-seed differences near 0 change sign between machines."""
     header = "                              seed 0  seed 1  seed 2   mean           range\n"
