@@ -17,11 +17,12 @@ What a GPU allows is allowed here too, so a pass here is no stricter than a GPU:
 - indexing a device tensor with CPU indices (``x[cpu_ids]``, ``x[cpu_ids] = v``), which PyTorch moves;
 - copies between devices (``.to(device)``, ``.cpu()``, ``copy_``), ``.item()`` and ``.tolist()``.
 
-The label is a device type, not "cuda", because a CPU build of PyTorch asks for CUDA itself in several places
-before any operation reaches a mode: indexing and ``.to("cuda")`` open a CUDA device guard ("PyTorch is not
-linked with support for cuda devices"), and autograd's engine wants the device's streams. PyTorch's spare
-backend slot, ``privateuseone``, registered from Python with a guard that needs no hardware
-(``torch.utils.backend_registration``), passes all of those. ``meta`` does not: ``torch.tensor(data,
+The label is not "cuda", because a CPU build of PyTorch asks for CUDA itself before an operation reaches a
+mode: indexing a tensor labelled ``cuda:0`` (``valid[:, -1]`` in ``generate``) and ``.to("cuda")`` open a CUDA
+device guard ("PyTorch is not linked with support for cuda devices"). It is PyTorch's spare backend slot,
+``privateuseone``, renamed and registered from Python with a guard that needs no hardware
+(``torch.utils.backend_registration``); autograd's engine then runs backward for it too, provided the
+registration comes before the process's first backward. ``meta`` does not do: ``torch.tensor(data,
 device="meta")`` makes a real meta tensor without reaching the mode.
 
 The alternatives, tried first:
