@@ -2,7 +2,7 @@
 
 Playwright for Python (sync API) drives the system's Chromium through ``executable_path``: Playwright's
 own browser download is never used (``playwright install`` is not needed). ``browser_unavailable()``
-says why the browser tests must skip (no Playwright, no Chromium), or None.
+says why the browser tests must skip (no Chromium), or None; a missing Playwright (requirements.txt) fails.
 
 ``LocalSite`` serves a folder on 127.0.0.1; ``Browser(site)`` opens pages with the network off: every
 request that does not go to that server is aborted and recorded, and each ``Page`` records what it
@@ -50,12 +50,14 @@ def find_chromium() -> str | None:
 
 
 def browser_unavailable() -> str | None:
-    """Why the browser tests cannot run here (a skip message), or None when they can."""
+    """Why the browser tests cannot run here (a skip message), or None when they can. Only a missing Chromium, a
+    system package, skips; Playwright is in requirements.txt, so a missing one fails (ImportError), never skips."""
     try:
         import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return ("browser test needs Playwright for Python: `pip install -r requirements.txt` "
-                "(no `playwright install`: the tests drive the system Chromium)")
+    except ImportError as error:
+        raise ImportError("browser test needs Playwright for Python, which requirements.txt installs: "
+                          "`pip install -r requirements.txt` (no `playwright install`: the tests drive the system "
+                          "Chromium)") from error
     if not find_chromium():
         if os.environ.get("CHROMIUM"):
             return f"browser test needs Chromium: $CHROMIUM={os.environ['CHROMIUM']!r} is not an executable"

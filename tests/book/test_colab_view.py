@@ -122,7 +122,7 @@ def viewer():
     missing = browser_unavailable()
     if missing:
         pytest.skip(missing)
-    pytest.importorskip("nbconvert")
+    import nbconvert  # noqa: F401  jupyter-book and jupyterlab (requirements.txt) install it: a missing one fails
     with tempfile.TemporaryDirectory(prefix="colab_view_") as folder:
         site = LocalSite(Path(folder))
         browser = Browser(site, width=1100, height=900)

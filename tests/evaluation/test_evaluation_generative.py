@@ -53,6 +53,12 @@ def test_exact_match_equals_lm_eval_metric():
         ours = exact_match(predictions, references, ignore_case=ignore_case)
         theirs = exact_match_hf_evaluate(predictions, references, ignore_case=ignore_case)["exact_match"]
         assert ours.mean() == pytest.approx(theirs) and ours.shape == (6,)
+        # item by item too: the per-item array feeds intervals and paired tests, so its order matters
+        each = [exact_match_hf_evaluate([p], [r], ignore_case=ignore_case)["exact_match"]
+                for p, r in zip(predictions, references)]
+        np.testing.assert_array_equal(ours, each)
+    np.testing.assert_array_equal(exact_match(predictions, references), [1, 0, 0, 1, 0, 0])  # not symmetric
+    np.testing.assert_array_equal(exact_match(predictions, references, ignore_case=True), [1, 1, 0, 1, 0, 1])
     np.testing.assert_array_equal(exact_match([" 42 "], ["42"], strip=True), [1.0])
     np.testing.assert_array_equal(exact_match([" 42 "], ["42"]), [0.0])
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402  requirements.txt installs it: a missing one fails here, never skips
 transformers.logging.set_verbosity_error()
 
 from minitfm import pretrained as P  # noqa: E402
@@ -66,6 +66,10 @@ def test_resizing_keeps_every_old_logit_and_starts_new_rows_at_the_mean(tiny_gpt
     torch.testing.assert_close(after[..., :v], before, rtol=0, atol=0)
     torch.testing.assert_close(model.tok_emb.weight[v:], model.tok_emb.weight[:v].mean(0).expand(4, -1))
     assert (model.lm_head.weight is model.tok_emb.weight) == tied
+    # The head's new rows (its own when untied) start at the mean of its old rows, so each new token's logit is
+    # the mean of the old logits (a bias-free linear head).
+    torch.testing.assert_close(model.lm_head.weight[v:], model.lm_head.weight[:v].mean(0).expand(4, -1))
+    torch.testing.assert_close(after[..., v:], after[..., :v].mean(-1, keepdim=True).expand(-1, -1, 4))
     with pytest.raises(ValueError, match="only grows"):
         resize_token_embeddings(model, v)
 
@@ -96,7 +100,7 @@ NOT_GPT2 = ["IT'S 12345 o'clock, YOU'RE late", "cafe\u0301 and café", "x\n\n  y
 
 
 def _tokenizer_json(tmp_path, kind):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # requirements.txt installs it: a missing one fails, never skips
     from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
     pattern, nfc, ignore_merges = {"llama3": (LLAMA3_PATTERN, False, True), "qwen2": (QWEN2_PATTERN, True, False)}[kind]

@@ -30,7 +30,7 @@ CASES = [  # (our RopeScaling, transformers' rope_parameters)
 
 @pytest.mark.parametrize("ours, theirs", CASES, ids=[f"{c[0].kind}-{i}" for i, c in enumerate(CASES)])
 def test_frequencies_equal_transformers_to_the_bit(ours, theirs):
-    transformers = pytest.importorskip("transformers")
+    import transformers  # requirements.txt installs it: a missing one fails, never skips
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     config = transformers.LlamaConfig(hidden_size=D_HEAD * 4, num_attention_heads=4, head_dim=D_HEAD,

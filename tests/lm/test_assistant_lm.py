@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from minitfm.finetuning import reply
+from minitfm.finetuning import tasks as T
 from minitfm.lm import assistant_lm as A
 from minitfm.lm.base_lm import load_base_lm
 from minitfm.models import DecoderOnlyLM
@@ -26,7 +27,9 @@ def test_the_template_and_the_record():
     assert ids == [256, template.ids["user"], ord("H"), ord("i"), template.end_id, template.ids["assistant"]]
     record = json.loads(A.RECORD.read_text(encoding="utf-8"))
     assert record["recipe"]["steps"] == 60 and record["recipe"]["label_smoothing"] == 0.0
-    assert 0 < A.trained_length() == record["trained_length"] <= A.load_assistant_lm().config.max_seq_len
+    # the recorded length is recomputed: the longest rendered conversation of the fine-tuning set
+    longest = max(len(template.render(e.chat())) for task in T.TASKS for e in T.examples(task, "train", 200, seed=0))
+    assert A.trained_length() == record["trained_length"] == longest <= A.load_assistant_lm().config.max_seq_len
     probe = A.heldout_conversations(2)
     assert probe.shape[0] == 10 and (probe[:, 0] == 256).all()
 

@@ -8,14 +8,15 @@ the KV cache, a left-padded batch, an export that re-imports bit-exact, and tran
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+import safetensors  # noqa: E402,F401  requirements.txt installs it: a missing one fails, never skips
+import transformers  # noqa: E402  requirements.txt installs it: a missing one fails, never skips
 transformers.logging.set_verbosity_error()
 
 import minitfm  # noqa: E402
@@ -153,7 +154,14 @@ def test_every_family_is_covered():
     assert covered == set(P.FAMILIES) - {"gpt2"}
 
 
-@pytest.mark.parametrize("family", ["qwen3", "gemma2", "olmo2", "smollm3", "mixtral", "qwen3_moe", "phi3"])
+# family -> (the setting that sets it apart, dropped; the family model_family finds then, None = none holds it)
+WITHOUT_ITS_SETTING = {"qwen3": ({"qk_norm": "none"}, "llama"), "gemma2": ({"sublayer_norm": "input"}, None),
+                       "olmo2": ({"qk_norm": "none"}, None), "smollm3": ({"nope_layers": ()}, "llama"),
+                       "mixtral": ({"n_experts": None}, "mistral"), "qwen3_moe": ({"n_experts": None}, "qwen3"),
+                       "phi3": ({"sliding_window": None}, "llama")}
+
+
+@pytest.mark.parametrize("family", sorted(WITHOUT_ITS_SETTING))
 def test_model_family_needs_the_familys_settings(family):
     """A config round-trips to the family that holds it; dropping one of its settings moves it elsewhere."""
     hf = hf_model(family)
@@ -161,6 +169,15 @@ def test_model_family_needs_the_familys_settings(family):
     assert P.check_family(config, family) == family
     with pytest.raises(ValueError, match="cannot hold this model"):
         P.check_family(config, "llama")
+    # model_family picks the first family of P.FAMILIES that holds it: Phi-3's architecture is Mistral's
+    assert P.model_family(config) == P.check_family(config, None) == ("mistral" if family == "phi3" else family)
+    changes, elsewhere = WITHOUT_ITS_SETTING[family]
+    dropped = dataclasses.replace(config, **changes)
+    if elsewhere is None:
+        with pytest.raises(ValueError, match="matches neither"):
+            P.model_family(dropped)
+    else:
+        assert P.model_family(dropped) == elsewhere
 
 
 def test_from_transformers_reads_the_model_in_memory(pair):

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+import safetensors  # noqa: E402,F401  requirements.txt installs it: a missing one fails, never skips
+import transformers  # noqa: E402  requirements.txt installs it: a missing one fails, never skips
 transformers.logging.set_verbosity_error()
 
 import minitfm  # noqa: E402
@@ -224,7 +224,7 @@ TEXTS = ["Hello world, hello Transformer!", "  spaces   and\ttabs\nnewlines", "æ
 
 
 def test_gpt2_tokenizer_files_load_into_minitfm_bpe_with_the_same_ids(tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # requirements.txt installs it: a missing one fails, never skips
     from minitfm.text import bpe_trainer as bpe
     from minitfm.text.bpe_tokenizer import Tokenizer
 
@@ -396,7 +396,7 @@ def test_from_transformers_puts_rope_buffers_on_the_models_device():
 
 def _fake_hub(monkeypatch, behaviour):
     """Replace huggingface_hub.snapshot_download by ``behaviour(name, allow_patterns)``; return the calls made."""
-    huggingface_hub = pytest.importorskip("huggingface_hub")
+    import huggingface_hub  # requirements.txt installs it: a missing one fails, never skips
     calls = []
 
     def snapshot_download(name, revision=None, allow_patterns=None, **kwargs):
@@ -449,7 +449,7 @@ def test_hub_failures_are_told_apart_and_keep_their_cause(monkeypatch, kind, exc
 
 
 def test_loading_by_name_offline_says_so(monkeypatch):
-    pytest.importorskip("huggingface_hub")
+    import huggingface_hub  # noqa: F401  requirements.txt installs it: a missing one fails, never skips
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from huggingface_hub.errors import LocalEntryNotFoundError
     with pytest.raises(ConnectionError, match="could not fetch 'minitfm-no-such/model'.*HF_HUB_OFFLINE is set") as info:
@@ -888,7 +888,7 @@ def test_a_config_without_bos_or_eos_ids_warns_that_zero_stands_in():
 def test_load_tokenizer_prefers_tokenizer_json_and_matches_hugging_face(tmp_path):
     """A folder with a ``tokenizer.json`` (as Qwen's and Llama 3's ship, beside or instead of vocab.json) loads
     through ``minitfm.text.tokenizer_json``; without any tokenizer file the error names what it looked for."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # requirements.txt installs it: a missing one fails, never skips
     tok = tokenizers.Tokenizer(tokenizers.models.BPE())
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = tokenizers.decoders.ByteLevel()

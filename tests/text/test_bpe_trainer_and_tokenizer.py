@@ -217,7 +217,7 @@ def test_special_token_with_spaces_survives_the_files(tmp_path):
 
 def hf_tokenizer(vocab, merges, specials):
     """Hugging Face's byte-level BPE, given our vocabulary and merges."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # requirements.txt installs it: a missing one fails, never skips
     text_of = {i: (token.decode() if token.decode("utf-8", "replace") in specials else token_text(token))
                for i, token in vocab.items()}
     model = tokenizers.models.BPE(vocab={text: i for i, text in text_of.items()},
@@ -239,7 +239,7 @@ def test_encode_equals_hugging_face_tokenizers(trained, tok):
 
 
 def test_hugging_face_reads_our_files(tok, tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # requirements.txt installs it: a missing one fails, never skips
     hf = tokenizers.ByteLevelBPETokenizer(*tok.save(tmp_path))
     hf.add_special_tokens(SPECIALS)
     for text in SAMPLES + [CORPUS]:
@@ -425,7 +425,7 @@ TIE_SPECIALS = ["<|endoftext|>", "<|pad|>"]
 def hf_bpe_trainer(text, vocab_size, specials):
     """Hugging Face's BpeTrainer: ByteLevel pre-tokenizer (GPT-2's regex, no prefix space), every byte in the
     initial alphabet, no min_frequency; returns its vocabulary (text -> id) and merges (pairs of texts)."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # requirements.txt installs it: a missing one fails, never skips
     hf = tokenizers.Tokenizer(tokenizers.models.BPE())
     hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     trainer = tokenizers.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,

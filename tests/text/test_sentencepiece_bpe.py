@@ -12,7 +12,7 @@ from minitfm.text.pretokenize import apply_merges
 from minitfm.text.sentencepiece_bpe import SentencePieceBPE
 from minitfm.text.sentencepiece_model import read_sentencepiece_model
 
-spm = pytest.importorskip("sentencepiece")
+import sentencepiece as spm  # noqa: E402  requirements.txt installs it: a missing one fails, never skips
 E = re.escape
 
 CORPUS = ["The quick brown fox jumps over the lazy dog. It's 5 o'clock; they're late, we'll wait.",

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers  # requirements.txt installs it: a missing one fails, never skips
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
 from minitfm.text.bpe_tokenizer import Tokenizer  # noqa: E402
@@ -185,7 +185,7 @@ def test_the_files_transformers_writes_for_each_family(tmp_path, family):
     """transformers' own tokenizer classes, given a vocabulary and merges trained here, write each family's
     tokenizer.json (its regex, normalizer, Metaspace or Replace, decoder: transformers' choices, not this
     file's); minitfm reads each and encodes as transformers does."""
-    transformers = pytest.importorskip("transformers")
+    import transformers  # requirements.txt installs it: a missing one fails, never skips
     name, _, legacy = family.partition(" ")
     trained = byte_level(None) if name == "Qwen2Tokenizer" else sentencepiece_style("llama2")
     model = json.loads(trained.to_str())["model"]

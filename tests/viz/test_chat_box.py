@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ipywidgets")
+import ipywidgets  # noqa: E402,F401  requirements.txt installs it: a missing one fails, never skips
 
 from minitfm.viz.chat_box import chat_box, edition_language  # noqa: E402
 
