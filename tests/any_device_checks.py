@@ -77,9 +77,9 @@ DEVICE_NAME = "otherdevice"
 DEVICE = _a_device_without_hardware()
 aten = torch.ops.aten
 
-# operations that a GPU accepts with CPU tensors among device tensors
-_CROSS_DEVICE_OK = {aten.copy_.default, aten._to_copy.default, aten.index.Tensor, aten.index_put_.default,
-                    aten.index_put.default, aten._index_put_impl_.default, aten.lift_fresh.default}
+# operations that a GPU accepts with CPU tensors among device tensors (index_put: CPU indices, not CPU values)
+_INDEX_PUT = {aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default}
+_CROSS_DEVICE_OK = {aten.copy_.default, aten._to_copy.default, aten.index.Tensor, aten.lift_fresh.default}
 
 
 class DeviceMix(RuntimeError):
@@ -149,6 +149,10 @@ class OtherDevice(TorchDispatchMode):
         flat, _ = tree_flatten((args, kwargs))
         labelled = [t for t in flat if isinstance(t, OnDevice)]
         plain = [t for t in flat if isinstance(t, torch.Tensor) and not isinstance(t, OnDevice) and t.dim() > 0]
+        if func in _INDEX_PUT:  # CPU indices are fine, CPU values of > 0 dimensions are not
+            values = args[2] if len(args) > 2 else kwargs.get("values")
+            plain = [values] if isinstance(values, torch.Tensor) and not isinstance(values, OnDevice) \
+                and values.dim() > 0 else []
         if labelled and plain and func not in _CROSS_DEVICE_OK:
             raise DeviceMix(f"{func}: a CPU tensor of shape {tuple(plain[0].shape)} met tensors on {DEVICE} "
                             f"(shapes {[tuple(t.shape) for t in labelled][:3]})")
@@ -215,6 +219,10 @@ def test_the_fake_device_raises_on_a_cpu_tensor_mixed_in_and_allows_what_cuda_al
             torch.multinomial(x.softmax(-1), 1, generator=torch.Generator().manual_seed(0))
         assert (x * torch.tensor(2.0)).sum().item() == 30.0  # a 0-dim CPU tensor is a scalar on CUDA too
         assert x[torch.tensor([1])].tolist() == [[3.0, 4.0, 5.0]]  # CPU indices are moved by CUDA too
+        x[torch.tensor([0])] = torch.tensor(7.0)  # and a 0-dim value
+        assert x[0].tolist() == [7.0, 7.0, 7.0]
+        with pytest.raises(DeviceMix, match="index_put_"):
+            x[torch.tensor([0])] = torch.ones(1, 3)  # but not CPU values
         assert torch.tensor([1, 2], device=DEVICE).device == DEVICE
         assert x.cpu().device.type == "cpu" and x.to(DEVICE).device == DEVICE
 
