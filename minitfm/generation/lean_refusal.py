@@ -9,6 +9,8 @@ refused, with a reason, and ``generate`` runs the model's own modules instead.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
@@ -28,6 +30,17 @@ LEAN_MODULE_TYPES = frozenset({
     LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
 })
 _FLOAT_TYPES = (torch.float32, torch.float64)
+# Every ModelConfig field whose values the lean step computes as the modules do (review 2026-12b L2): a field added
+# to ModelConfig later is refused unless it keeps its default, until someone teaches the lean step and lists it here
+# (tests/generation/test_lean_owned.py checks that this list names today's fields).
+LEAN_CONFIG_FIELDS = frozenset({
+    "vocab_size", "d_model", "n_heads", "n_kv_heads", "d_ff", "n_layers", "n_encoder_layers", "n_decoder_layers",
+    "max_seq_len", "norm", "norm_first", "pos", "ffn", "bias", "dropout", "tie_embeddings", "scale_embeddings",
+    "attn_impl", "rope_base", "rope_scale", "norm_eps", "head_dim", "qkv_bias", "qk_norm", "sublayer_norm",
+    "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers",
+    "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
+    "eos_id",
+})  # n_experts: a mixture of experts is refused below by its module type, MoEFeedForward
 
 
 def _hooks_of(obj, names) -> bool | None:
@@ -61,6 +74,11 @@ def refusal(model) -> str | None:
         if hooks is not False:
             return f"module {name or 'model'} has forward hooks" if hooks else "this PyTorch hides module hooks"
     c = model.config
+    if dataclasses.is_dataclass(c):
+        for f in dataclasses.fields(c):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if f.name not in LEAN_CONFIG_FIELDS and getattr(c, f.name) != default:
+                return f"the config's {f.name}={getattr(c, f.name)!r} is an option the lean step does not implement"
     if c.attn_softcap is not None and c.pos == "alibi":
         return "the attention soft-cap with ALiBi's bias is computed by the modules only"
     for i, block in enumerate(model.layers):

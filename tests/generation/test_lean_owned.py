@@ -196,6 +196,25 @@ def test_a_changed_qk_norm_kind_or_window_makes_a_decoder_stale():
     assert not decoder.is_current()
 
 
+def test_a_config_option_the_lean_step_does_not_know_is_refused():
+    import dataclasses
+
+    from minitfm.generation.lean_refusal import LEAN_CONFIG_FIELDS, refusal
+
+    assert LEAN_CONFIG_FIELDS == {f.name for f in dataclasses.fields(ModelConfig)}  # a new field: decide, then list it
+
+    @dataclasses.dataclass
+    class FutureConfig(ModelConfig):
+        attention_sinks: int = 0  # an option the modules would compute and the lean step not
+
+    model = lm()
+    model.config = FutureConfig(**dataclasses.asdict(model.config), attention_sinks=4)
+    assert refusal(model) == "the config's attention_sinks=4 is an option the lean step does not implement"
+    assert LeanDecoder.build(model) is None
+    model.config = FutureConfig(**dataclasses.asdict(lm().config))  # at its default: nothing to compute
+    assert refusal(model) is None
+
+
 # ---- item 9: bad input to a caller-held LeanDecoder ----
 
 def _prefilled(n_cached=3, max_len=40, **overrides):
