@@ -13,6 +13,7 @@
 ``kv_cache``                the key/value cache of decoding, and a bounded one for sliding windows (chapter 8)
 ``moe``                     a mixture-of-experts feed-forward layer (chapter 11)
 ``tiled_attention``         attention one tile at a time with an online softmax (chapter 12)
+``delta_net``               Gated DeltaNet: linear attention with a fixed-size state (Qwen3-Next, Qwen 3.5)
 ==========================  ==============================================================================
 
 Layers import nothing above them: not the models, not generation or training, never plots.
