@@ -26,8 +26,9 @@ it (then the up matrix of a plain MLP too), and the QK-norms' gains as one table
 own tensor, read through a view: the output and down projections, an unfolded up projection, the output head, the
 embeddings and the other norms' weights; the norms' ``eps``, ``norm_first``, the activation, the embedding scale,
 the attention's ``scale`` and ``softcap`` and RoPE's frequencies are read at every step. **Memory:** the copies
-are the q, k, v (and gate, up) matrices again, :meth:`LeanDecoder.nbytes`: about a fifth of GPT-2 small's weights
-(85 MB), about half of Qwen3-0.6B's (1.2 GB in float32); nothing for the output head or the embeddings.
+are the q, k, v (and gate, up) matrices again, :meth:`LeanDecoder.nbytes`: about a sixth of GPT-2 small's weights
+(85 MB), about half of Qwen3-0.6B's (1.2 GB in float32, by the count of those matrices); nothing for the output
+head or the embeddings.
 
 ``generate`` keeps one decoder per model (:meth:`LeanDecoder.of`) for as long as the model lives, and checks it at
 every call (:meth:`LeanDecoder.is_current`, well under a millisecond plus one matrix-vector product per copied
