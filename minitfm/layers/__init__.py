@@ -5,6 +5,7 @@
 ``attention_maps``          a model's attention weights in one shape, and their entropy (chapters 1, 3, 10)
 ``masks``                   padding, causal and sliding-window masks (chapters 2, 13)
 ``multihead``               multi-head, multi-query and grouped-query attention, QK-norm (chapters 3, 13)
+``latent_attention``        multi-head latent attention (DeepSeek-V2/V3): a cache of compressed latents
 ``positional``              sinusoidal, learned, RoPE and ALiBi positions (chapter 4)
 ``rope_scaling``            RoPE for longer contexts: Llama 3's and YaRN's frequency rescaling (chapters 4, 13)
 ``norms``                   LayerNorm, RMSNorm, Gemma's (1 + w) RMSNorm (chapters 5, 13)
