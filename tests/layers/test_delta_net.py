@@ -101,6 +101,21 @@ def test_layer_equals_transformers_qwen3_next(n_heads, n_key_heads):
     assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_follows_transformers(dtype):
+    """In bf16/fp16 the decay, the delta rule and the state stay in float32, as in transformers."""
+    ref, ours = layer_pair()
+    ref, ours = ref.to(dtype), ours.to(dtype)
+    x = torch.randn(2, 21, 32).to(dtype)
+    with torch.no_grad():
+        expected, got = ref(x), ours(x)
+        cache = ours.new_cache(2)
+        ours(x[:, :9], cache)
+    # same operations in the same precision: equal up to a rounding of the half-precision output (1 ulp)
+    assert_close(got, expected, atol=1e-2, rtol=1e-2)
+    assert cache.state.dtype == torch.float32 and cache.conv.dtype == dtype
+
+
 def test_prefill_then_decoding_with_the_cache_equals_the_full_forward():
     _, ours = layer_pair()
     x = torch.randn(2, 21, 32, dtype=torch.float64)
