@@ -145,13 +145,15 @@ class DeltaNetCache:
     """What a Gated DeltaNet layer carries from one call to the next; its size never depends on T.
 
     ``conv``: (B, C_conv, K - 1) the last K - 1 inputs of the short convolution (zeros = nothing seen yet);
-    ``state``: (B, H, Dk, Dv) the delta-rule state. Build one with :meth:`GatedDeltaNet.new_cache`.
+    ``state``: (B, H, Dk, Dv) the delta-rule state (float32 for a half-precision layer, as transformers keeps it);
+    ``length``: the tokens seen so far, a count only. Build one with :meth:`GatedDeltaNet.new_cache`.
     """
 
     def __init__(self, conv: torch.Tensor, state: torch.Tensor):
         self.conv, self.state, self.length = conv, state, 0
 
     def nbytes(self) -> int:
+        """The bytes the cache holds now (equal to :func:`cache_bytes` for the layer's dtype, in float32 or 64)."""
         return self.conv.nbytes + self.state.nbytes
 
 
