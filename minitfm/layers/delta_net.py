@@ -153,7 +153,7 @@ class DeltaNetCache:
         self.conv, self.state, self.length = conv, state, 0
 
     def nbytes(self) -> int:
-        """The bytes the cache holds now (equal to :func:`cache_bytes` for the layer's dtype, in float32 or 64)."""
+        """The bytes the cache holds now (:func:`cache_bytes` for the layer's dtype)."""
         return self.conv.nbytes + self.state.nbytes
 
 
@@ -263,11 +263,13 @@ class GatedDeltaNet(nn.Module):
 
 
 def cache_bytes(layer: GatedDeltaNet, batch_size: int = 1, dtype: torch.dtype = torch.float32) -> int:
-    """Bytes of one Gated DeltaNet layer's cache, for any length: B (C_conv (K - 1) + H Dk Dv) x bytes per number."""
+    """Bytes of one Gated DeltaNet layer's cache, for any length: B (C_conv (K - 1) + H Dk Dv) numbers, the state
+    in float32 when ``dtype`` is a half type (as :meth:`GatedDeltaNet.new_cache` builds it)."""
     check_positive_int(batch_size, "batch_size")
     size = torch.empty((), dtype=dtype).element_size()
-    per_row = layer.conv_channels * (layer.conv_kernel - 1) + layer.n_heads * layer.d_key_head * layer.d_value_head
-    return batch_size * per_row * size
+    state_size = 4 if dtype in (torch.float16, torch.bfloat16) else size
+    conv = layer.conv_channels * (layer.conv_kernel - 1) * size
+    return batch_size * (conv + layer.n_heads * layer.d_key_head * layer.d_value_head * state_size)
 
 
 def softmax_kv_bytes(seq_len: int, n_kv_heads: int, d_head: int, batch_size: int = 1,

@@ -114,6 +114,7 @@ def test_half_precision_follows_transformers(dtype):
     # same operations in the same precision: equal up to a rounding of the half-precision output (1 ulp)
     assert_close(got, expected, atol=1e-2, rtol=1e-2)
     assert cache.state.dtype == torch.float32 and cache.conv.dtype == dtype
+    assert cache.nbytes() == cache_bytes(ours, 2, dtype) == 2 * (56 * 3 * 2 + 4 * 8 * 6 * 4)
 
 
 def test_prefill_then_decoding_with_the_cache_equals_the_full_forward():
