@@ -522,6 +522,16 @@ def test_a_stub_is_not_implemented_yet(name):
     assert result.message == f"… {name}: not implemented yet: write your function above, then run this cell again"
 
 
+def test_a_number_just_outside_the_tolerance_is_reported():
+    """A checker's number is right within atol + rtol * |expected| (1e-5 + 1e-4 here), and wrong just past it:
+    a loose comparison would let an off-by-one learning rate or a 1% error through."""
+    from minitfm.exercises._feedback import describe_difference
+
+    assert describe_difference(1.0 + 5e-5, 1.0) is None
+    assert describe_difference(1.0 + 2e-4, 1.0) == "your output is 1.0002, expected 1"
+    assert describe_difference(torch.tensor(1.0 + 2e-4), 1.0) == "your output is 1.0002, expected 1"
+
+
 def test_a_result_that_is_not_a_function_is_explained():
     result = ex.check_causal_mask(m.causal_mask(3), verbose=False)
     assert not result and "pass your function itself" in result.message

@@ -39,8 +39,9 @@ def test_overflow_and_shape_errors(cls):
 def test_reorder_and_reset():
     cache = KVCache(3, 1, 4, 2)
     k = torch.arange(3.0)[:, None, None, None].expand(3, 1, 2, 2)
-    cache.update(k, k)
+    cache.update(k, k + 10)  # values apart from keys: both must follow the rows
     cache.reorder(torch.tensor([2, 2, 0]))
     assert cache.get()[0][:, 0, 0, 0].tolist() == [2.0, 2.0, 0.0]
+    assert cache.get()[1][:, 0, 0, 0].tolist() == [12.0, 12.0, 10.0]
     cache.reset()
     assert cache.length == 0 and cache.get()[0].shape == (3, 1, 0, 2)

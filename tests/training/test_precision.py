@@ -23,5 +23,7 @@ def test_cast_report_counts_underflow_overflow_and_subnormals():
     scaled = cast_report(values, torch.float16, scale=1024.0)  # 1e-6 becomes normal, 1e-9 subnormal
     assert scaled == {"underflow": 0.0, "overflow": 0.25, "subnormal": 0.25}
     assert cast_report(values, torch.bfloat16)["overflow"] == 0.0
+    # the boundary: the smallest normal float16 (2^-14) is normal, half of it (2^-15) subnormal
+    assert cast_report(torch.tensor([2.0 ** -14, 2.0 ** -15]), torch.float16)["subnormal"] == 0.5
     with pytest.raises(ValueError, match="scale"):
         cast_report(values, torch.float16, scale=0.0)
