@@ -142,12 +142,12 @@ def test_an_unchanged_model_is_not_rebuilt_and_a_changed_one_once(monkeypatch):
 
 def test_the_decoder_copies_only_what_its_step_changes():
     gpt2_like = lm(norm="layer", ffn="gelu_tanh", bias=True)  # LayerNorm: no gain folded; a plain MLP
-    d, f = 16, 32
+    d, f, v = 16, 32, 16
     dec = LeanDecoder.of(gpt2_like)
     per_layer = (d * 3 * d + 3 * d) * 4  # q, k, v stacked, with their biases: nothing else
-    assert dec.nbytes() == gpt2_like.config.n_layers * per_layer
+    assert dec.nbytes() == gpt2_like.config.n_layers * per_layer + v * d * 4  # and the head, transposed
     head = gpt2_like.lm_head.weight
-    assert dec.lm_head.data_ptr() == head.data_ptr()  # the output head is the model's own
+    assert dec.lm_head.data_ptr() != head.data_ptr() and torch.equal(dec.lm_head, head.t())
     layer = dec.layers[0]
     for view, param in ((layer.out_weight, gpt2_like.layers[0].self_attn.out_proj.weight),
                         (layer.up_weight, gpt2_like.layers[0].ffn.up_proj.weight),
@@ -155,8 +155,30 @@ def test_the_decoder_copies_only_what_its_step_changes():
         assert view.data_ptr() == param.data_ptr()
     llama_like = lm(norm="rms", ffn="swiglu", pos="rope", bias=False)  # gains folded into qkv and gate/up: both copied
     dec = LeanDecoder.of(llama_like)
-    assert dec.nbytes() == llama_like.config.n_layers * (d * 3 * d + d * 2 * f) * 4
+    assert dec.nbytes() == llama_like.config.n_layers * (d * 3 * d + d * 2 * f) * 4 + v * d * 4
     assert LeanDecoder.release(llama_like) and not LeanDecoder.release(llama_like)
+
+
+def test_the_head_can_stay_the_models_own(monkeypatch):
+    monkeypatch.setattr(LeanDecoder, "copy_head", False)
+    model = wide()
+    dec = LeanDecoder.of(model)
+    assert dec.lm_head.data_ptr() == model.lm_head.weight.data_ptr()
+    assert dec.nbytes() == model.config.n_layers * (16 * 3 * 16 + 16 * 2 * 32 + 3 * 16 + 2 * 32) * 4  # biases too
+    before = cached(model)
+    model.lm_head.weight.data[:, 0] += 100.0  # read through the view: seen without a rebuild
+    after, plain_ = cached(model), plain(model)
+    assert torch.equal(after[0], plain_[0]) and not torch.equal(after[0], before[0])
+
+
+def test_a_write_through_data_into_the_copied_head_is_seen():
+    model = wide()
+    before = cached(model)
+    model.tok_emb.weight.data[:, 0] += 100.0  # the tied head: its copy is stale, its signature says so
+    tokens, logits = plain(model)
+    after = cached(model)
+    assert not torch.equal(tokens, before[0]) and torch.equal(after[0], tokens)
+    torch.testing.assert_close(after[1], logits, **CLOSE)
 
 
 def test_the_models_decoder_does_not_keep_the_model_alive():
