@@ -40,8 +40,8 @@ matrix): it is rebuilt only when the model changed, so only the first call pays 
 parameter's version counter (an optimizer step, ``load_state_dict``, an in-place operation), a changed attention
 setting (``scale``, ``softcap``, ``qk_norm``) or window, and a write through ``p.data`` or under
 ``torch.inference_mode`` (which bump no counter) into a matrix it copied: each copied matrix's product with a
-fixed random (in, 2) probe, and each copied vector itself, are compared with those at build time (one read of the
-copied-from matrices per call: 10-20 ms for GPT-2 small on one core) (a change whose
+fixed random (in,) probe, and each copied vector itself, are compared with those at build time (one read of the
+copied-from matrices per call: about 20 ms for GPT-2 small on one core, most of it the head) (a change whose
 product with the probe rounds to the same float32 numbers would be missed; no ordinary edit is). A caller can
 still build and pass a decoder of its own (``dec = LeanDecoder.build(model)``, then ``generate(model, prompt, n,
 decoder=dec)``); ``generate`` refuses it once it is stale.
@@ -69,21 +69,22 @@ from minitfm.models import DecoderOnlyLM
 
 _INITIAL_ROTATIONS = 256  # positions in RoPE's table when the builder gives no max_len; it grows on demand
 _OWNED: "weakref.WeakKeyDictionary[DecoderOnlyLM, LeanDecoder]" = weakref.WeakKeyDictionary()  # model -> its decoder
-_PROBES: dict = {}  # (in, dtype, device) -> the fixed random (in, 2) probe of the copied matrices' signatures
+_PROBES: dict = {}  # (in, dtype, device) -> the fixed random (in,) probe of the copied matrices' signatures
 
 
 def _signature(t: torch.Tensor) -> torch.Tensor:
     """What a copied tensor is compared by at every call: a vector itself (a copy), a (out, in) matrix as its product
-    with a fixed random (in, 2) probe, one read of the matrix: a write that moves, swaps or changes any weight
-    changes some row's product (unless it rounds to the same float32 numbers)."""
+    with a fixed random (in,) probe, one read of the matrix (a matrix-vector product streams it; with two probes,
+    MKL's path was 4x slower): a write that moves, swaps or changes any weight changes some row's product (unless it
+    rounds to the same float32 number)."""
     t = t.detach()
     if t.dim() < 2:
         return t.clone()
     key = (t.shape[-1], t.dtype, t.device)
     if key not in _PROBES:  # a private generator: the caller's random stream is left alone
-        probe = torch.randn(t.shape[-1], 2, generator=torch.Generator().manual_seed(12345), dtype=torch.float64)
+        probe = torch.randn(t.shape[-1], generator=torch.Generator().manual_seed(12345), dtype=torch.float64)
         _PROBES[key] = probe.to(dtype=t.dtype, device=t.device)
-    return torch.mm(t.reshape(-1, t.shape[-1]), _PROBES[key])
+    return torch.mv(t.reshape(-1, t.shape[-1]), _PROBES[key])
 
 def _stacked(*linears: nn.Linear, gain: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One (in, sum of outs) matrix (and bias) for several nn.Linear that read the same input: ``x @ W`` then
