@@ -71,6 +71,8 @@ def test_paired_bootstrap_p_value_is_calibrated_under_the_null():
         rejections += paired_bootstrap(a, b, n_resamples=999, rng=trial).p_value <= 0.05
     # binomial sd of the rate at 300 trials is 0.013: [0.015, 0.10] allows about 2.7 sd below and 3.8 above
     assert 0.015 <= rejections / trials <= 0.10, rejections
+    # A bootstrap p-value is never 0: (hits + 1) / (B + 1), here 1 / 100 when no resample is as extreme
+    assert paired_bootstrap(np.ones(50), np.zeros(50), n_resamples=99, rng=0).p_value == pytest.approx(0.01)
 
 
 def test_pairing_decides_where_two_overlapping_unpaired_intervals_cannot():
