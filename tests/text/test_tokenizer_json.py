@@ -177,6 +177,18 @@ def test_the_pattern_and_the_normal_form_matter(tmp_path):
         assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids != other.encode(text)
 
 
+def test_a_sentencepiece_files_normal_form_is_applied(tmp_path):
+    """A SentencePiece-style file with an NFC normalizer: a decomposed é is composed first, as `tokenizers` does
+    (the ids differ from the same file's without NFC, so the step is not a no-op on this text)."""
+    hf = sentencepiece_style("gemma")
+    hf.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(" ", "▁")])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    text = "cafe\u0301 nai\u0308ve"
+    want = hf.encode(text, add_special_tokens=False).ids
+    assert read_tokenizer_json(tmp_path).encode(text) == want
+    assert want != sentencepiece_style("gemma").encode(text, add_special_tokens=False).ids
+
+
 TRANSFORMERS_FAMILIES = ["Qwen2Tokenizer", "LlamaTokenizer", "LlamaTokenizer legacy", "GemmaTokenizer"]
 
 
