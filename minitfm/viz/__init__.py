@@ -8,7 +8,8 @@
 ``static_explorers``        the same explorers as self-contained HTML for the book's pages
 ``scale_explorer``          the static explorer of training memory at scale (chapter 12)
 ``explorer_engine.js``      the static explorers' browser engine
-``live_model``              the live model of the pages: a trained model as a static asset, the explorer's cell
+``live_model``              the live model of the pages: the shipped models, the site's scripts, the explorer's cell
+``live_asset``              the live model's asset format: a model's weights and tokenizer as the engine reads them
 ``live_engine.js``          the live model's engine, no DOM (browser and Node): forward pass, tokenizers, sampling
 ``live_model.js``           the live model's page interface: the explorer and the chat around the engine
 ``diagrams``                the book's diagrams: attention, masks, heads, blocks, the KV cache
