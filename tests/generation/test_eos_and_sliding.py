@@ -1,17 +1,17 @@
 """Several eos ids in generate and beam_search (review 2026-12b M3), and a sliding-window cache that never costs more
 than the plain one and never copies the history per step (M4)."""
 import re
-from collections import Counter
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from minitfm.config import ModelConfig
 from minitfm.generation import beam_search, generate
 from minitfm.generation.kv_memory import allocated_cache_bytes
-from minitfm.layers.kv_cache import KVCache, SlidingKVCache
+from minitfm.layers.kv_cache import SlidingKVCache
 from minitfm.models import DecoderOnlyLM
+
+from counting import CountOps
 
 PROMPT = torch.tensor([[1, 5, 6, 7], [3, 4, 9, 9]])
 
@@ -109,16 +109,6 @@ def test_a_sliding_cache_never_allocates_more_than_the_plain_one(max_len):
 def test_a_sliding_cache_for_a_short_generation_holds_only_its_positions():
     cache = SlidingKVCache(1, 2, 20, 8, window=4096)  # Mistral's window, a 20-token generation (review M4's repro)
     assert cache.k.shape[2] == 20  # before: 8192 slots
-
-
-class CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("max_len", [9, 40], ids=["plain layout", "ring"])

@@ -21,6 +21,8 @@ from minitfm.layers.norms import RMSNorm
 from minitfm.lm.small_lm import small_lm_config
 from minitfm.models import DecoderOnlyLM, EncoderDecoder
 
+from counting import CountBuilds
+
 PAD = 0
 CONFIGS = [dict(pos=pos, norm=norm, norm_first=norm_first, ffn=ffn, n_kv_heads=n_kv_heads)
            for pos, norm, norm_first, ffn, n_kv_heads in itertools.product(
@@ -385,17 +387,6 @@ def test_a_model_built_under_inference_mode_generates():
     torch.testing.assert_close(cached, plain, atol=1e-5, rtol=1e-5)
     decoder = LeanDecoder.build(model)
     assert decoder is not None and decoder.is_current()
-
-
-class CountBuilds:
-    def __init__(self, monkeypatch):
-        self.builds = 0
-        original = LeanDecoder.__init__
-
-        def counted(decoder, *args, **kwargs):
-            self.builds += 1
-            original(decoder, *args, **kwargs)
-        monkeypatch.setattr(LeanDecoder, "__init__", counted)
 
 
 def test_a_caller_owned_decoder_is_reused(monkeypatch):

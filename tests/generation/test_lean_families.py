@@ -8,16 +8,16 @@ the uncached recompute.
 """
 from __future__ import annotations
 
-from collections import Counter
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import minitfm
 from minitfm.generation.lean_decode import LeanDecoder
 from minitfm.generation.lean_refusal import refusal
 from minitfm.layers.rope_scaling import RopeScaling
+
+from counting import CountOps
 
 BASE = dict(vocab_size=41, d_model=32, n_heads=4, n_kv_heads=2, n_layers=3, max_seq_len=96)
 OPTIONS = {
@@ -95,16 +95,6 @@ def test_refused_models_fall_back_to_the_modules(name, monkeypatch):
     assert torch.equal(cached.tokens, uncached.tokens) and not calls
 
 
-class _CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-
 @torch.no_grad()
 def test_a_per_head_qk_norm_is_one_pass_unless_the_eps_differ():
     """Qwen 3's per-head QK-norm: every query and key head in one sum of squares, with their gains in one table
@@ -118,7 +108,7 @@ def test_a_per_head_qk_norm_is_one_pass_unless_the_eps_differ():
         lean_caches, module_caches = model.new_caches(1, 16), model.new_caches(1, 16)
         model(tokens[:, :8], caches=lean_caches)
         model(tokens[:, :8], caches=module_caches)
-        with _CountOps() as counter:
+        with CountOps() as counter:
             lean = decoder(tokens[:, 8:9], lean_caches)
         assert counter.ops["mean"] == 0 if not changed_layers else counter.ops["mean"] == 2, counter.ops
         assert counter.ops["cat"] == changed_layers, counter.ops

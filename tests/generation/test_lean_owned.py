@@ -13,6 +13,8 @@ from minitfm.generation import generate
 from minitfm.generation.lean_decode import LeanDecoder
 from minitfm.models import DecoderOnlyLM, EncoderDecoder
 
+from counting import CountBuilds
+
 PROMPT = torch.tensor([[1, 5, 6, 7]])
 
 
@@ -28,17 +30,6 @@ def wide(**overrides):
         for p in model.parameters():
             p.mul_(3.0)
     return model
-
-
-class CountBuilds:
-    def __init__(self, monkeypatch):
-        self.builds = 0
-        original = LeanDecoder.__init__
-
-        def counted(decoder, *args, **kwargs):
-            self.builds += 1
-            original(decoder, *args, **kwargs)
-        monkeypatch.setattr(LeanDecoder, "__init__", counted)
 
 
 CLOSE = dict(atol=1e-3, rtol=1e-4)  # logits of about 10: float rounding in another order; a stale step is off by ~1
