@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from minitfm._checks import check_positive_int
-from minitfm.generation.decode_loop import _check_flags, _check_inputs, _for_inference, _NextLogits, _prompt_valid, _special_ids
+from minitfm.generation._decode_checks import _check_flags, _check_inputs, _special_ids
+from minitfm.generation.decode_loop import _for_inference, _NextLogits, _prompt_valid
 from minitfm.layers.kv_cache import KVCache
 
 

@@ -16,7 +16,8 @@ import torch
 
 from minitfm._checks import check_positive_int, check_token_ids
 from minitfm.data import Batch, pad_sequences
-from minitfm.generation.decode_loop import _for_inference, _generate_loop, _prompt_valid, _special_ids, generate
+from minitfm.generation._decode_checks import _special_ids
+from minitfm.generation.decode_loop import _for_inference, _generate_loop, _prompt_valid, generate
 from minitfm.layers.kv_cache import KVCache
 from minitfm.models import DecoderOnlyLM, EncoderDecoder
 

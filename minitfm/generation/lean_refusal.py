@@ -5,7 +5,8 @@ the module types it knows (:data:`LEAN_MODULE_TYPES`), in float32 or float64, in
 replaced ``forward`` methods, tensor subclasses or mixed dtypes and devices. It knows today's options (QK-norm,
 Gemma's norms and GeGLU, sandwich and output norms, sliding windows, NoPE layers, soft-caps, Llama 3 and YaRN
 RoPE, Gemma 3's local RoPE), not a mixture of experts (its router picks each token's experts). Anything else is
-refused, with a reason, and ``generate`` runs the model's own modules instead.
+refused, with a reason, and ``generate`` runs the model's own modules instead. :func:`check_step_inputs` refuses
+what a caller hands a decoder it holds that is not one step of that model (``generate`` checks its own inputs once).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
+from minitfm._checks import check_tensor
 from minitfm.layers.blocks import DecoderBlock
 from minitfm.layers.feedforward import FeedForward, GeGLU, SwiGLU
 from minitfm.layers.multihead import MultiHeadAttention
@@ -95,3 +97,44 @@ def refusal(model) -> str | None:
     return None
 
 
+def check_step_inputs(decoder, tokens, caches, key_mask) -> None:
+    """TypeError/ValueError unless ``decoder(tokens, caches, key_mask)`` is one step a LeanDecoder computes: (B, 1)
+    integer ids in the vocabulary, the model still alive, its caches (one per layer, equally long, not empty, not
+    full, batch B) and a bool (B, P + 1) ``key_mask``. ``generate`` checked its inputs once and skips this."""
+    if not torch.is_tensor(tokens) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
+            or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be a (B, 1) tensor of integer token ids, got "
+                        f"{tokens.dtype if torch.is_tensor(tokens) else type(tokens).__name__}"
+                        f"{' ' + str(tuple(tokens.shape)) if torch.is_tensor(tokens) else ''}")
+    if tokens.shape[1] != 1 or tokens.shape[0] == 0:
+        raise ValueError(f"a LeanDecoder takes one new token per row, tokens (B, 1), got {tuple(tokens.shape)}; run a "
+                         f"prompt of several tokens through the model (model(tokens, caches=caches)) first")
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= decoder.vocab_size:
+        raise ValueError(f"token ids must be in [0, {decoder.vocab_size}) (vocab_size), got min {low}, max {high}")
+    model = decoder.model
+    if model is None:
+        raise ValueError("the model this decoder was built from no longer exists")
+    if not isinstance(caches, (list, tuple)) or len(caches) != len(decoder.layers) or \
+            not all(hasattr(c, "self_attn") and hasattr(c.self_attn, "update") for c in caches):
+        raise TypeError(f"caches must be the list of {len(decoder.layers)} layer caches of model.new_caches(B, "
+                        f"max_len), got {type(caches).__name__}"
+                        f"{f' of {len(caches)}' if isinstance(caches, (list, tuple)) else ''}")
+    lengths = {c.length for c in caches}
+    if len(lengths) != 1:
+        raise ValueError(f"every layer's cache must hold the same number of tokens, got {sorted(lengths)}")
+    past = lengths.pop()
+    if past == 0:
+        raise ValueError("the caches are empty: a LeanDecoder continues a sequence, so run the prompt through the "
+                         "model first, model(prompt, caches=caches), then step one token at a time")
+    if past >= decoder.max_seq_len:
+        raise ValueError(f"position {past} is past the model's max_seq_len={decoder.max_seq_len}: the caches already "
+                         f"hold {past} tokens, and the model takes at most {decoder.max_seq_len}")
+    for c in caches:
+        if c.self_attn.k.shape[0] != tokens.shape[0]:
+            raise ValueError(f"the caches hold batch {c.self_attn.k.shape[0]}, tokens has {tokens.shape[0]} rows")
+    if key_mask is not None:
+        check_tensor(key_mask, "key_mask", ndim=2)
+        if key_mask.dtype != torch.bool or key_mask.shape != (tokens.shape[0], past + 1):
+            raise ValueError(f"key_mask must be bool (B, P + 1) = ({tokens.shape[0]}, {past + 1}), True = real "
+                             f"token, got {key_mask.dtype} {tuple(key_mask.shape)}")
