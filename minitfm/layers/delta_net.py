@@ -26,7 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minitfm._checks import check_module_input, check_number, check_positive_int, check_tensor, inputs_trusted
+from minitfm._checks import (check_choice, check_module_input, check_number, check_positive_int, check_tensor,
+                             inputs_trusted)
+
+LAYOUTS = ("qwen3_next", "qwen3_5")  # fused projections (Qwen3-Next) or four separate ones (Qwen 3.5)
 
 
 def _l2_normalise(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -158,25 +161,32 @@ class DeltaNetCache:
 
 
 class GatedDeltaNet(nn.Module):
-    """The linear-attention layer of Qwen3-Next (transformers' ``Qwen3NextGatedDeltaNet``), parameter for parameter.
+    """The linear-attention layer of Qwen3-Next and Qwen 3.5 (transformers' ``Qwen3NextGatedDeltaNet`` and
+    ``Qwen3_5GatedDeltaNet``), parameter for parameter.
 
-    Steps: ``in_proj_qkvz`` gives q, k (H_k heads of Dk), v and the output gate z (H heads of Dv); ``in_proj_ba``
-    gives beta = sigmoid(b) and a, from which g = -exp(A_log) softplus(a + dt_bias) (a learned per-head rate, as
-    in Mamba 2); a causal depthwise convolution of K taps then SiLU mixes each of q, k, v with the K - 1 tokens
+    Steps: input projections give q, k (H_k heads of Dk), v and the output gate z (H heads of Dv), and per value
+    head b and a: beta = sigmoid(b) and g = -exp(A_log) softplus(a + dt_bias) (a learned per-head rate, as in
+    Mamba 2); a causal depthwise convolution of K taps then SiLU mixes each of q, k, v with the K - 1 tokens
     before it; the gated delta rule runs per value head, each query/key head serving H / H_k value heads; a
-    :class:`GatedRMSNorm` gated by z and ``out_proj`` give the output. The fused projections keep the
-    checkpoint's layout: for each key head g, [q_g (Dk), k_g (Dk), v (H/H_k x Dv), z (H/H_k x Dv)], and
-    [b (H/H_k), a (H/H_k)], so the weights load without reordering (Qwen 3.5 stores q, k, v, z, b, a in
-    four separate projections, each head after head).
+    :class:`GatedRMSNorm` gated by z and ``out_proj`` give the output. The projections keep each checkpoint's
+    layout, so the weights load without reordering (``layout``):
+
+    - ``"qwen3_next"``: two fused projections, ``in_proj_qkvz`` holding for each key head g [q_g (Dk), k_g (Dk),
+      v (H/H_k x Dv), z (H/H_k x Dv)] and ``in_proj_ba`` holding for each key head [b (H/H_k), a (H/H_k)];
+    - ``"qwen3_5"``: four, ``in_proj_qkv`` = [q (H_k Dk), k (H_k Dk), v (H Dv)], ``in_proj_z`` (H Dv),
+      ``in_proj_b`` and ``in_proj_a`` (H each), every one head after head. The same numbers, grouped otherwise:
+      the computation after the split is identical.
 
     Args:
         d_model: D. n_heads: H value heads. n_key_heads: H_k (H must divide by it). d_key_head: Dk.
         d_value_head: Dv. conv_kernel: K. norm_eps: the gated norm's epsilon. chunk_size: C for prompts.
+        layout: ``"qwen3_next"`` or ``"qwen3_5"``, the projections' layout above.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_key_heads: int, d_key_head: int, d_value_head: int,
-                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 64):
+                 conv_kernel: int = 4, norm_eps: float = 1e-6, chunk_size: int = 64, layout: str = "qwen3_next"):
         super().__init__()
+        check_choice(layout, "layout", LAYOUTS)
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_key_heads", n_key_heads),
                             ("d_key_head", d_key_head), ("d_value_head", d_value_head),
                             ("conv_kernel", conv_kernel), ("chunk_size", chunk_size)):
@@ -184,13 +194,18 @@ class GatedDeltaNet(nn.Module):
         if n_heads % n_key_heads:
             raise ValueError(f"n_heads must be divisible by n_key_heads, got n_heads={n_heads}, "
                              f"n_key_heads={n_key_heads}")
-        self.d_model, self.n_heads, self.n_key_heads = d_model, n_heads, n_key_heads
+        self.d_model, self.n_heads, self.n_key_heads, self.layout = d_model, n_heads, n_key_heads, layout
         self.d_key_head, self.d_value_head, self.conv_kernel, self.chunk_size = (
             d_key_head, d_value_head, conv_kernel, chunk_size)
         key_dim, value_dim = n_key_heads * d_key_head, n_heads * d_value_head
         self.conv_channels = 2 * key_dim + value_dim  # q, k and v go through the convolution; z does not
-        self.in_proj_qkvz = nn.Linear(d_model, 2 * key_dim + 2 * value_dim, bias=False)
-        self.in_proj_ba = nn.Linear(d_model, 2 * n_heads, bias=False)
+        if layout == "qwen3_next":
+            self.in_proj_qkvz = nn.Linear(d_model, 2 * key_dim + 2 * value_dim, bias=False)
+            self.in_proj_ba = nn.Linear(d_model, 2 * n_heads, bias=False)
+        else:
+            self.in_proj_qkv = nn.Linear(d_model, self.conv_channels, bias=False)
+            self.in_proj_z = nn.Linear(d_model, value_dim, bias=False)
+            self.in_proj_b, self.in_proj_a = (nn.Linear(d_model, n_heads, bias=False) for _ in range(2))
         self.conv1d = nn.Conv1d(self.conv_channels, self.conv_channels, conv_kernel, groups=self.conv_channels,
                                 bias=False)  # depthwise: one K-tap filter per channel, no mixing across channels
         self.dt_bias = nn.Parameter(torch.ones(n_heads))
@@ -211,6 +226,11 @@ class GatedDeltaNet(nn.Module):
     def split(self, x: torch.Tensor):
         """(B, T, D) -> q, k (B, T, H_k Dk), v (B, T, H Dv), z (B, T, H, Dv), b and a (B, T, H)."""
         bsz, t, _ = x.shape
+        if self.layout == "qwen3_5":  # head after head already: q, k, v side by side, then z, b, a
+            key_dim = self.n_key_heads * self.d_key_head
+            q, k, v = torch.split(self.in_proj_qkv(x), [key_dim, key_dim, self.n_heads * self.d_value_head], -1)
+            z = self.in_proj_z(x).view(bsz, t, self.n_heads, self.d_value_head)  # (B, T, H Dv) -> (B, T, H, Dv)
+            return q, k, v, z, self.in_proj_b(x), self.in_proj_a(x)
         per_group = self.n_heads // self.n_key_heads  # value heads per key head
         qkvz = self.in_proj_qkvz(x).view(bsz, t, self.n_key_heads, -1)  # (B, T, H_k, 2 Dk + 2 (H/H_k) Dv)
         ba = self.in_proj_ba(x).view(bsz, t, self.n_key_heads, 2 * per_group)  # (B, T, H_k, 2 H/H_k)
@@ -229,9 +249,17 @@ class GatedDeltaNet(nn.Module):
             cache.conv = x[:, :, x.shape[-1] - (self.conv_kernel - 1):]
         return F.silu(self.conv1d(x)).transpose(1, 2)  # no padding: exactly T outputs
 
-    def forward(self, x: torch.Tensor, cache: DeltaNetCache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: DeltaNetCache | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T, D) -> (B, T, D). With ``cache``, continue from it and update it in place (T = 1: the recurrent
-        form, a decoding step; longer: the chunked form, a prompt or the next part of one)."""
+        form, a decoding step; longer: the chunked form, a prompt or the next part of one).
+
+        ``mask``: the batch's padding mask, (B, L) with L >= T, True or 1 for a real token (its last T columns
+        are this call's tokens, so the whole mask so far may be passed). Padded positions' inputs are zeroed
+        first, as transformers does: a zero input gives q = k = v = 0 through the bias-free projections and
+        convolution, so a left-padded row's state is still zero at its first real token and its convolution sees
+        zeros there, as a row alone does. (Right padding would decay the state and fill the convolution's cache
+        with zeros after the row's end: pad on the left to continue from the cache.)"""
         check_module_input(x, "x", self, self.d_model, ndim=3)
         bsz, t, _ = x.shape
         if cache is not None and not inputs_trusted():
@@ -239,6 +267,13 @@ class GatedDeltaNet(nn.Module):
                 raise TypeError(f"cache must be a DeltaNetCache (layer.new_cache), got {type(cache).__name__}")
             if cache.state.shape[0] != bsz:
                 raise ValueError(f"the cache holds batch size {cache.state.shape[0]}, x has {bsz}")
+        if mask is not None:
+            if not inputs_trusted():
+                check_tensor(mask, "mask", ndim=2)
+                if mask.shape[0] != bsz or mask.shape[1] < t:
+                    raise ValueError(f"mask must be (B, L) = ({bsz}, >= {t}), True for real tokens, "
+                                     f"got {tuple(mask.shape)}")
+            x = x * mask[:, -t:, None].to(x.dtype)  # (B, T, 1): padded positions' inputs become zeros
         q, k, v, z, b, a = self.split(x)
         qkv = self.convolve(torch.cat([q, k, v], dim=-1), cache)
         key_dim = self.n_key_heads * self.d_key_head

@@ -1,6 +1,8 @@
 """Gated DeltaNet: the chunked form against the recurrent one, both against transformers' torch fallback, the layer
-against ``Qwen3NextGatedDeltaNet`` with the same weights, cached decoding against the full forward, and a cache
-whose size does not grow with the length."""
+in both projection layouts against ``Qwen3NextGatedDeltaNet`` and ``Qwen3_5GatedDeltaNet`` with the same weights
+(a prompt, then token by token with both caches), a left-padded batch against each row alone and against
+transformers with the same mask, cached decoding against the full forward, and a cache whose size does not grow
+with the length."""
 import pytest
 import torch
 from torch.testing import assert_close
@@ -66,32 +68,40 @@ def test_both_forms_equal_transformers_torch_fallback():
         assert_close(new_state, ref_state, atol=2e-5, rtol=2e-5)
 
 
-def tiny_config(n_heads, n_key_heads):
-    from transformers import Qwen3NextConfig
+def tiny_config(n_heads, n_key_heads, layout="qwen3_next"):
+    from transformers import Qwen3_5TextConfig, Qwen3NextConfig
 
-    return Qwen3NextConfig(hidden_size=32, linear_num_value_heads=n_heads, linear_num_key_heads=n_key_heads,
-                           linear_key_head_dim=8, linear_value_head_dim=6, linear_conv_kernel_dim=4,
-                           num_hidden_layers=1, layer_types=["linear_attention"], num_attention_heads=2,
-                           num_key_value_heads=1, head_dim=8, vocab_size=50, intermediate_size=16,
-                           moe_intermediate_size=8, num_experts=2, num_experts_per_tok=1, rms_norm_eps=1e-6)
+    shared = dict(hidden_size=32, linear_num_value_heads=n_heads, linear_num_key_heads=n_key_heads,
+                  linear_key_head_dim=8, linear_value_head_dim=6, linear_conv_kernel_dim=4, num_hidden_layers=1,
+                  layer_types=["linear_attention"], num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                  vocab_size=50, intermediate_size=16, rms_norm_eps=1e-6)
+    if layout == "qwen3_5":
+        return Qwen3_5TextConfig(**shared)
+    return Qwen3NextConfig(**shared, moe_intermediate_size=8, num_experts=2, num_experts_per_tok=1)
 
 
-def layer_pair(n_heads=4, n_key_heads=2):
+def layer_pair(n_heads=4, n_key_heads=2, layout="qwen3_next"):
     """transformers' layer with random weights (float64), and ours with the same state dict."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
     from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
 
-    ref = Qwen3NextGatedDeltaNet(tiny_config(n_heads, n_key_heads), layer_idx=0).double().eval()
+    reference = Qwen3_5GatedDeltaNet if layout == "qwen3_5" else Qwen3NextGatedDeltaNet
+    ref = reference(tiny_config(n_heads, n_key_heads, layout), layer_idx=0).double().eval()
     with torch.no_grad():
         for p in ref.parameters():
             p.normal_(0, 0.3)  # the norm's weight and dt_bias too, not left at ones
-    ours = GatedDeltaNet(32, n_heads, n_key_heads, 8, 6, conv_kernel=4, chunk_size=8).double()
+    ours = GatedDeltaNet(32, n_heads, n_key_heads, 8, 6, conv_kernel=4, chunk_size=8, layout=layout).double()
     ours.load_state_dict(ref.state_dict())  # strict: the same names and shapes, no reordering
     return ref, ours
 
 
+LAYOUTS = ["qwen3_next", "qwen3_5"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n_heads,n_key_heads", [(4, 2), (2, 2)])
-def test_layer_equals_transformers_qwen3_next(n_heads, n_key_heads):
-    ref, ours = layer_pair(n_heads, n_key_heads)
+def test_layer_equals_transformers(layout, n_heads, n_key_heads):
+    ref, ours = layer_pair(n_heads, n_key_heads, layout)
     x = torch.randn(2, 21, 32, dtype=torch.float64)
     with torch.no_grad():
         expected = ref(x)
@@ -99,6 +109,78 @@ def test_layer_equals_transformers_qwen3_next(n_heads, n_key_heads):
     # transformers' fallback computes the delta rule and the gated norm's statistic in float32 even for float64
     # inputs, so the two agree to float32's precision, not float64's
     assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_two_layouts_hold_the_same_numbers_grouped_otherwise():
+    """Qwen 3.5's four projections, regrouped into Qwen3-Next's fused ones, give the same layer."""
+    _, split = layer_pair(layout="qwen3_5")
+    fused = GatedDeltaNet(32, 4, 2, 8, 6, conv_kernel=4, chunk_size=8).double()
+    state = {k: v for k, v in split.state_dict().items() if not k.startswith("in_proj")}
+    q, k, v = split.in_proj_qkv.weight.split([16, 16, 24])  # (out, D) rows: q, k, v, each head after head
+    z = split.in_proj_z.weight
+    heads = [t.view(2, -1, 32) for t in (q, k, v, z)]  # (H_k, rows per key head, D): two value heads per key head
+    state["in_proj_qkvz.weight"] = torch.cat(heads, dim=1).reshape(-1, 32)  # per key head [q_g, k_g, v_g, z_g]
+    b, a = (w.view(2, 2, 32) for w in (split.in_proj_b.weight, split.in_proj_a.weight))
+    state["in_proj_ba.weight"] = torch.cat([b, a], dim=1).reshape(-1, 32)
+    fused.load_state_dict(state)
+    x = torch.randn(2, 13, 32, dtype=torch.float64)
+    with torch.no_grad():
+        assert_close(fused(x), split(x), atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_prompt_then_tokens_with_the_cache_equal_transformers_with_its_cache(layout):
+    from transformers import DynamicCache
+
+    ref, ours = layer_pair(layout=layout)
+    x = torch.randn(2, 21, 32, dtype=torch.float64)
+    ref_cache, cache = DynamicCache(config=tiny_config(4, 2, layout)), ours.new_cache(2)
+    with torch.no_grad():
+        # a prompt of 9 (the chunked form), then one token at a time (the recurrent form), each step compared
+        for start, end in [(0, 9)] + [(t, t + 1) for t in range(9, 21)]:
+            assert_close(ours(x[:, start:end], cache), ref(x[:, start:end], cache=ref_cache), atol=1e-5, rtol=1e-5)
+    ref_state = ref_cache.get_recurrent_state(0, state_idx=0)  # float32: transformers' fallback keeps it so
+    assert_close(cache.state, ref_state.to(cache.state.dtype), atol=1e-5, rtol=1e-5)
+
+
+def left_padded(lengths, total, d=32):
+    """Rows of the given lengths, left-padded to ``total`` with random vectors (not zeros, so a padded position
+    that leaked into the state would show), and the (B, total) padding mask, True for real tokens."""
+    rows = [torch.randn(1, n, d, dtype=torch.float64) for n in lengths]
+    x = torch.randn(len(lengths), total, d, dtype=torch.float64)
+    mask = torch.zeros(len(lengths), total, dtype=torch.bool)
+    for i, row in enumerate(rows):
+        x[i, total - row.shape[1]:], mask[i, total - row.shape[1]:] = row[0], True
+    return rows, x, mask
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_left_padded_batch_gives_each_row_what_it_gives_alone(layout):
+    _, ours = layer_pair(layout=layout)
+    rows, x, mask = left_padded([21, 15, 6], 21)
+    nexts = torch.randn(3, 4, 32, dtype=torch.float64)  # four decoding steps after the prompt
+    with torch.no_grad():
+        cache = ours.new_cache(3)
+        batch = ours(x, cache, mask=mask)
+        steps = torch.cat([ours(nexts[:, s:s + 1], cache, mask=torch.ones(3, 22 + s)) for s in range(4)], dim=1)
+        for i, row in enumerate(rows):
+            alone = ours.new_cache(1)
+            assert_close(batch[i:i + 1, 21 - row.shape[1]:], ours(row, alone), atol=1e-10, rtol=1e-10)
+            after = torch.cat([ours(nexts[i:i + 1, s:s + 1], alone) for s in range(4)], dim=1)
+            assert_close(steps[i:i + 1], after, atol=1e-10, rtol=1e-10)  # the cache continues each row alike
+        unmasked = ours(x)  # without the mask the padding writes into the state: the short rows differ
+    assert (unmasked[2, -6:] - batch[2, -6:]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_padded_batch_equals_transformers_with_the_same_mask(layout):
+    ref, ours = layer_pair(layout=layout)
+    _, x, mask = left_padded([21, 15, 6], 21)
+    with torch.no_grad():
+        expected = ref(x, attention_mask=mask.long())  # transformers' 0/1 mask
+        got = ours(x, mask=mask.long())
+    assert_close(got, expected, atol=1e-5, rtol=1e-5)  # padded positions too: zero inputs give zero outputs
+    assert got[2, :15].abs().max() == 0
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -169,4 +251,8 @@ def test_bad_input_is_named():
         layer(torch.randn(2, 5, 32), layer.new_cache(1))
     with pytest.raises(TypeError, match="DeltaNetCache"):
         layer(torch.randn(2, 5, 32), cache={})
+    with pytest.raises(ValueError, match=r"mask must be \(B, L\) = \(2, >= 5\), True for real tokens, got \(2, 4\)"):
+        layer(torch.randn(2, 5, 32), mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="layout must be one of 'qwen3_next', 'qwen3_5'; got 'qwen3'"):
+        GatedDeltaNet(32, 4, 2, 8, 6, layout="qwen3")
     assert isinstance(layer.new_cache(2), DeltaNetCache)
