@@ -13,6 +13,7 @@
 ``blocks``                  encoder and decoder blocks: attention, FFN, residuals and norms (chapters 5-6)
 ``kv_cache``                the key/value cache of decoding, and a bounded one for sliding windows (chapter 8)
 ``moe``                     a mixture-of-experts feed-forward layer (chapter 11)
+``routed_moe``              sigmoid and group-limited routing, correction bias, shared experts (DeepSeek, gpt-oss, ...)
 ``tiled_attention``         attention one tile at a time with an online softmax (chapter 12)
 ``delta_net``               Gated DeltaNet: linear attention with a fixed-size state (Qwen3-Next, Qwen 3.5)
 ==========================  ==============================================================================
