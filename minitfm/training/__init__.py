@@ -1,7 +1,8 @@
 """Training a model (chapters 7, 7b, 10 and 12): the loop and everything around it.
 
 ==========================  ==============================================================================
-``loop``                    ``TrainConfig``, ``train``, ``History``, ``set_seed``
+``loop``                    ``TrainConfig``, ``train``, ``History``, ``set_seed``, ``lm_train_config``
+``optimizers``              Adam (the paper's, L2) or AdamW (decoupled decay on Linear matrices only)
 ``schedules``               learning-rate schedules: the paper's (Noam) and warmup-then-cosine
 ``losses``                  cross-entropy with label smoothing
 ``checkpoint``              ``save_checkpoint`` and ``load_checkpoint``
@@ -13,12 +14,13 @@
 ``distributed``             data-parallel training on processes that average gradients (chapter 12)
 ==========================  ==============================================================================
 
-``minitfm.training`` re-exports the loop's, schedules', loss's and checkpoints' names
+``minitfm.training`` re-exports the loop's, optimizers', schedules', loss's and checkpoints' names
 (``minitfm.training.train``).
 """
 from minitfm import _lazy
 from minitfm.training.checkpoint import load_checkpoint, save_checkpoint
-from minitfm.training.loop import History, TrainConfig, forward_batch, set_seed, train
+from minitfm.training.loop import History, TrainConfig, forward_batch, lm_train_config, set_seed, train
+from minitfm.training.optimizers import OPTIMIZERS, build_optimizer, param_groups
 from minitfm.training.losses import label_smoothed_cross_entropy
 from minitfm.training.schedules import SCHEDULES, buggy_noam_lr, noam_lr, warmup_cosine_lr
 

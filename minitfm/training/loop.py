@@ -21,12 +21,18 @@ from minitfm.data import Batch
 from minitfm.layers.masks import block_diagonal_mask
 from minitfm.models import EncoderDecoder
 from minitfm.training.losses import label_smoothed_cross_entropy
+from minitfm.training.optimizers import OPTIMIZERS, build_optimizer
 from minitfm.training.schedules import SCHEDULES, noam_lr, warmup_cosine_lr
 
 
 @dataclass
 class TrainConfig:
-    """Optimisation settings (Adam with the paper's betas and eps by default)."""
+    """Optimisation settings: by default the paper's recipe (Adam, betas 0.9 and 0.98, eps 1e-9, no weight decay).
+
+    ``optimizer="adamw"`` is AdamW with decoupled weight decay on the Linear matrices only (not on norms, biases
+    or embeddings); ``"adam"`` adds ``weight_decay`` to the gradient (L2). :mod:`minitfm.training.optimizers`
+    says which parameters decay and why the two differ; :func:`lm_train_config` is the language models' recipe.
+    """
 
     steps: int = 1000  # optimizer updates
     batch_size: int = 64  # examples per batch (used by whoever builds the batches)
@@ -34,6 +40,7 @@ class TrainConfig:
     schedule: str = "noam"  # "noam" (scaled to peak at lr), "cosine" (warmup + cosine) or "constant" (warmup + flat)
     warmup: int = 100  # steps of linear warmup
     min_lr: float = 0.0  # end of the cosine
+    optimizer: str = "adam"  # "adam" (the paper's; weight decay as L2) or "adamw" (decoupled, Linear matrices only)
     betas: tuple = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -46,6 +53,7 @@ class TrainConfig:
         for name in ("steps", "batch_size", "warmup"):
             check_positive_int(getattr(self, name), name)
         check_choice(self.schedule, "schedule", SCHEDULES)
+        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
         check_probability(self.label_smoothing, "label_smoothing")
         check_number(self.lr, "lr", low=0.0, low_open=True)
         check_number(self.eps, "eps", low=0.0, low_open=True)
@@ -77,6 +85,26 @@ class TrainConfig:
         """The settings chapter 7 and ``benchmarks/copy_task.py`` use with ``ModelConfig.copy_task()``."""
         base = dict(steps=240, batch_size=128, lr=5e-3, schedule="cosine", warmup=50, label_smoothing=0.0)
         return cls(**{**base, **overrides})
+
+
+def lm_train_config(**overrides) -> TrainConfig:
+    """The language models' pretraining recipe: AdamW with decoupled weight decay 0.1 on the Linear matrices (none
+    on norms, biases and embeddings), betas (0.9, 0.95), eps 1e-8, gradients clipped at norm 1, warmup then a
+    cosine down to a tenth of the peak learning rate, no label smoothing; ``overrides`` are other TrainConfig
+    fields (``min_lr`` follows an overridden ``lr`` unless given too).
+
+    The numbers are GPT-3's (Brown et al., 2020, appendix B: Adam with betas 0.9 and 0.95, eps 1e-8, weight decay
+    0.1, clipping at 1.0, cosine to 10% of the peak) and Llama 2's (Touvron et al., 2023: AdamW, betas 0.9 and
+    0.95, weight decay 0.1, clipping at 1.0, cosine to 10%); nanoGPT's ``train.py`` uses the same weight decay,
+    betas and clipping. Chapter 7 keeps the paper's recipe (``TrainConfig()``'s defaults) for the copy task.
+    """
+    base = dict(optimizer="adamw", weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8, clip_norm=1.0, schedule="cosine",
+                label_smoothing=0.0)
+    base = {**base, **overrides}
+    lr = base.get("lr", TrainConfig.lr)
+    if "min_lr" not in base and isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        base["min_lr"] = 0.1 * lr  # a bad lr is left for TrainConfig to reject by name
+    return TrainConfig(**base)
 
 
 @dataclass
@@ -131,7 +159,8 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], config: TrainConfig,
           callbacks: Sequence[Callable[[History], Optional[bool]]] = (), progress: bool = True) -> History:
     """Train for ``config.steps`` updates on ``batches`` (an iterable of :class:`Batch`, at least that long).
 
-    Builds Adam from ``config`` unless an optimizer is given, sets each update's learning rate from
+    Builds the optimizer ``config.optimizer`` names (Adam or AdamW, see ``build_optimizer``) unless one is
+    given, sets each update's learning rate from
     ``config.lr_at(step)``, clips gradients, shows a tqdm bar and calls every callback with the history
     after each update; a callback that returns ``True`` stops training (live plots, early stopping).
     The model comes back in eval mode, whatever mode it came in (a new module starts in training mode, and
@@ -148,10 +177,7 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], config: TrainConfig,
                         f"random_batches(...)), got {type(batches).__name__}")
     device = next(model.parameters()).device
     torch.manual_seed(config.seed)  # dropout masks: same seed, same run
-    # foreach=True updates all tensors with a few multi-tensor operations instead of a loop of small ones per
-    # tensor (PyTorch picks it by default on GPUs only); the arithmetic, and every result, is the same.
-    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.betas,
-                                              eps=config.eps, weight_decay=config.weight_decay, foreach=True)
+    optimizer = optimizer or build_optimizer(model, config)
     history, stream = History(), iter(batches)
     model.train()
     bar = tqdm(range(1, config.steps + 1), desc="training", disable=not progress, mininterval=0.5)
