@@ -103,7 +103,8 @@ def lm_train_config(**overrides) -> TrainConfig:
     base = {**base, **overrides}
     lr = base.get("lr", TrainConfig.lr)
     if "min_lr" not in base and isinstance(lr, (int, float)) and not isinstance(lr, bool):
-        base["min_lr"] = 0.1 * lr  # a bad lr is left for TrainConfig to reject by name
+        # a tenth, rounded to 12 digits: 3e-4 for lr 3e-3, as one would write it (lr / 10 is 3.0000000000000003e-4)
+        base["min_lr"] = float(f"{lr / 10:.12g}")  # a bad lr is left for TrainConfig to reject by name
     return TrainConfig(**base)
 
 
