@@ -16,6 +16,7 @@
 ``routed_moe``              sigmoid and group-limited routing, correction bias, shared experts (DeepSeek, gpt-oss, ...)
 ``tiled_attention``         attention one tile at a time with an online softmax (chapter 12)
 ``delta_net``               Gated DeltaNet: linear attention with a fixed-size state (Qwen3-Next, Qwen 3.5)
+``_attention_variants``     (private) sink attention (gpt-oss); chunked masks, temperature, QK-norm (Llama 4)
 ==========================  ==============================================================================
 
 Layers import nothing above them: not the models, not generation or training, never plots.
