@@ -24,6 +24,21 @@ def gpt_oss_reference(q, k, v, sinks, mask):
     return out.transpose(1, 2), weights  # transformers returns (B, T_q, H, Dv)
 
 
+def gpt_oss_mask(window, padding):
+    """transformers' own mask for a gpt-oss full (window None) or sliding layer, as booleans."""
+    from transformers import GptOssConfig
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+
+    config = GptOssConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, vocab_size=50,
+                          sliding_window=window or 128, num_hidden_layers=2, intermediate_size=16,
+                          num_local_experts=2, num_experts_per_tok=1)
+    config._attn_implementation = "eager"  # an additive float mask: 0 where a key is visible
+    make = create_causal_mask if window is None else create_sliding_window_causal_mask
+    t = padding.shape[1]
+    return make(config=config, inputs_embeds=torch.zeros(padding.shape[0], t, 32, dtype=torch.float64),
+                attention_mask=padding, cache=None, position_ids=torch.arange(t)[None]) == 0
+
+
 def random_qkv(b=2, h=4, h_kv=2, t=11, dh=8, dv=6):
     q = torch.randn(b, h, t, dh, dtype=torch.float64)
     return q, torch.randn(b, h_kv, t, dh, dtype=torch.float64), torch.randn(b, h_kv, t, dv, dtype=torch.float64)
@@ -39,6 +54,7 @@ def test_sink_attention_equals_gpt_oss(window):
     padding = torch.ones(2, 1, 1, 11, dtype=torch.bool)
     padding[1, ..., :3] = False  # row 1 left-padded by 3: its first three queries see no key at all
     mask = mask & padding  # (2, 1, T, T)
+    assert torch.equal(mask, gpt_oss_mask(window, padding[:, 0, 0].long()))  # the masks gpt-oss's layers get
     out, weights = sink_attention(q, k, v, sinks, mask)
     ref_out, ref_weights = gpt_oss_reference(q, k, v, sinks, mask.expand(2, 4, 11, 11))
     assert_close(out, ref_out, atol=1e-6, rtol=1e-6)
