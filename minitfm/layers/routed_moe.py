@@ -102,6 +102,9 @@ class ExpertBank(nn.Module):
                  activation: str = "silu", swiglu_alpha: float = 1.702, swiglu_limit: float = 7.0,
                  gate_up_layout: str = "halves"):
         super().__init__()
+        for name, value in (("d_model", d_model), ("n_experts", n_experts),
+                            ("moe_intermediate_size", moe_intermediate_size)):
+            check_positive_int(value, name)
         check_choice(activation, "activation", ACTIVATIONS)
         check_choice(gate_up_layout, "gate_up_layout", GATE_UP_LAYOUTS)
         check_number(swiglu_alpha, "swiglu_alpha", low=0, low_open=True)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from minitfm.layers.routed_moe import FAMILIES, RoutedMoE, from_transformers_state_dict, moe_params
+from minitfm.layers.routed_moe import FAMILIES, ExpertBank, RoutedMoE, from_transformers_state_dict, moe_params
 
 D, E, F = 16, 8, 12  # d_model, experts, one expert's hidden size: all different, so a transposition fails
 
@@ -222,6 +222,8 @@ def test_bad_family_and_flags():
         from_transformers_state_dict({}, "mixtral")
     with pytest.raises(TypeError, match="norm_topk_prob must be a bool"):
         RoutedMoE(D, E, 2, F, norm_topk_prob=1)
+    with pytest.raises(ValueError, match="moe_intermediate_size must be >= 1"):
+        ExpertBank(D, E, 0)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
