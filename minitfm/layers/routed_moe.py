@@ -57,7 +57,8 @@ WEIGHTS_ON = ("output", "input")
 
 # Each family's fixed choices; the sizes, top_k, n_group, norm_topk_prob, ... come from its config.
 FAMILIES = {
-    "deepseek_v2": dict(score_func="softmax"),  # topk_method from the config: "greedy" or "group_limited_greedy"
+    # DeepSeek-V2: topk_method from the config; transformers' block never renormalises (norm_topk_prob=False)
+    "deepseek_v2": dict(score_func="softmax", norm_topk_prob=False),
     "deepseek_v3": dict(score_func="sigmoid", topk_method="noaux_tc"),
     "glm4_moe": dict(score_func="sigmoid", topk_method="noaux_tc"),
     "minimax_m2": dict(score_func="sigmoid", topk_method="noaux_tc", norm_topk_prob=True),

@@ -44,10 +44,9 @@ def ours_for(block, config, family: str, **options) -> RoutedMoE:
     sizes = dict(d_model=D, n_experts=E, top_k=top_k, moe_intermediate_size=F)
     for name in ("n_shared_experts", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
                  "topk_method"):
-        if family.startswith(("deepseek", "glm")) and getattr(config, name, None) is not None:
+        if family.startswith(("deepseek", "glm")) and getattr(config, name, None) is not None \
+                and name not in FAMILIES[family]:  # DeepseekV2Config has a norm_topk_prob its block ignores
             options.setdefault(name, getattr(config, name))
-    if family == "deepseek_v2":
-        options["norm_topk_prob"] = False  # transformers' DeepseekV2 router never renormalises
     if family == "gpt_oss":
         options = dict(swiglu_alpha=config.swiglu_alpha, swiglu_limit=config.swiglu_limit) | options
     ours = RoutedMoE(**sizes, **{**FAMILIES[family], **options}).double()
