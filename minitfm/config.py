@@ -3,7 +3,8 @@
 Glossary: V vocab_size, D d_model, H n_heads, H_kv n_kv_heads, Dh d_head (D / H unless ``head_dim``), F d_ff,
 L layers, T_max max_seq_len, W sliding_window, E n_experts.
 
-One choice per axis, each a plain value: ``norm``, ``norm_first``, ``pos``, ``ffn``, ``bias``, ``dropout``,
+One choice per axis, each a plain value: ``norm``, ``norm_first``, ``pos``, ``ffn``, ``bias`` (``norm_bias`` for
+LayerNorm's own), ``dropout``,
 ``tie_embeddings``, ``attn_impl``. The axes on which today's open models differ from GPT-2 and Llama 2 are one
 field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 3, OLMo 2), ``sublayer_norm``
 (OLMo 2's output norms, Gemma 2/3's sandwich), ``norm="rms_offset"`` and ``scale_embeddings`` (Gemma),
@@ -66,6 +67,7 @@ class ModelConfig:
     head_dim: Optional[int] = None  # Dh chosen on its own (Gemma, Qwen 3); None = D / H
     qkv_bias: Optional[bool] = None  # biases on q, k, v (Qwen 2: only there); None = as `bias`
     qk_norm: str = "none"  # "none" | "head" (RMSNorm per head: Qwen 3, Gemma 3) | "all" (over all heads: OLMo 2)
+    norm_bias: bool = True  # LayerNorm's additive bias; False drops it (nanoGPT's bias=False, OLMo); RMSNorm has none
     sublayer_norm: str = "input"  # Pre-LN norms the sublayer's "input", "output" (OLMo 2) or "both" (Gemma 2/3)
     attn_scale: Optional[float] = None  # the scores' multiplier; None = 1 / sqrt(Dh) (Gemma 2/3: 1/sqrt(256))
     attn_softcap: Optional[float] = None  # scores -> c tanh(scores / c) (Gemma 2: 50); None = no cap
@@ -95,7 +97,7 @@ class ModelConfig:
         check_choice(self.ffn, "ffn", FFN_KINDS)
         check_choice(self.attn_impl, "attn_impl", IMPLEMENTATIONS)
         check_probability(self.dropout, "dropout")
-        for name in ("norm_first", "bias", "tie_embeddings", "scale_embeddings", "renormalize_experts"):
+        for name in ("norm_first", "bias", "norm_bias", "tie_embeddings", "scale_embeddings", "renormalize_experts"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
         for name in ("rope_base", "rope_scale", "norm_eps"):
@@ -117,6 +119,9 @@ class ModelConfig:
         """The fields of today's open decoders (see the module docstring)."""
         check_choice(self.qk_norm, "qk_norm", QK_NORMS)
         check_choice(self.sublayer_norm, "sublayer_norm", SUBLAYER_NORMS)
+        if not self.norm_bias and self.norm != "layer":
+            raise ValueError(f"norm_bias=False drops LayerNorm's bias; norm={self.norm!r} has no bias to drop "
+                             "(leave norm_bias at True, or use norm='layer')")
         if self.qkv_bias is not None and not isinstance(self.qkv_bias, bool):
             raise TypeError(f"qkv_bias must be a bool or None, got {type(self.qkv_bias).__name__}")
         for name in ("attn_scale", "attn_softcap", "final_softcap", "rope_local_base"):

@@ -78,7 +78,7 @@ class _Transformer(nn.Module):
 
     def _final_norm(self) -> nn.Module:
         c = self.config
-        return make_norm(c.norm, c.d_model, eps=c.norm_eps) if c.norm_first else nn.Identity()
+        return make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.norm_bias) if c.norm_first else nn.Identity()
 
     def check_tokens(self, tokens: torch.Tensor, name: str, past: int = 0) -> None:
         check_token_ids(tokens, name)
@@ -107,7 +107,7 @@ class _Transformer(nn.Module):
             x = x * (scale if x.dtype in (torch.float32, torch.float64) else float(torch.tensor(scale, dtype=x.dtype)))
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions=positions)  # (T, D) or (B, T, D) broadcasts over B
-        return self.emb_dropout(x) if self.training else x
+        return self.emb_dropout(x) if self.training and self.emb_dropout.p > 0 else x
 
     def alibi(self, t_q: int, t_k: int) -> torch.Tensor | None:
         """(1, H, T_q, T_k) ALiBi bias, or None for other positional schemes."""
@@ -211,15 +211,20 @@ class DecoderOnlyLM(_Transformer):
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device)
+        # Training's case: the causal mask is all there is, over T keys. The layers without a window then get
+        # causal=True instead of the mask: the same attention, which PyTorch's fused kernel masks by itself
+        plain_causal = masked and caches is None and key_mask is None and attn_mask is None
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
         x, inter = self.embed(tokens, positions), _inter
         if inter is not None:
             inter.decoder_hidden.append(x)
         with trusted_inputs():  # everything the layers get was checked above or built here
             for i, layer in enumerate(self.layers):
-                x, weights, _ = layer(x, mask=masks[self.layer_windows[i]], bias=bias, rope=ropes[self.layer_ropes[i]],
-                                      positions=positions, cache=None if caches is None else caches[i],
-                                      need_weights=inter is not None)
+                causal = plain_causal and self.layer_windows[i] is None
+                x, weights, _ = layer(x, mask=None if causal else masks[self.layer_windows[i]], bias=bias,
+                                      rope=ropes[self.layer_ropes[i]], positions=positions,
+                                      cache=None if caches is None else caches[i], need_weights=inter is not None,
+                                      causal=causal)
                 if inter is not None:
                     inter.decoder_self.append(weights)
                     inter.decoder_hidden.append(x)

@@ -257,3 +257,40 @@ def test_forward_is_the_head_on_hidden_states(options):
         if model.config.final_softcap is not None:
             logits = torch.tanh(logits / 3.0) * 3.0
         assert torch.equal(logits, model(tokens, key_mask=key_mask))
+
+
+@pytest.mark.parametrize("impl", ["manual", "fused"])
+@pytest.mark.parametrize("options", [dict(), dict(sliding_window=4, sliding_layers=(0,)), dict(pos="alibi")],
+                         ids=["plain", "window", "alibi"])
+def test_causal_fast_path_computes_what_the_mask_path_computes(impl, options):
+    """Issue 46: without caches or masks, the layers get causal=True instead of the causal mask. Logits and gradients
+    equal those of the mask path (an all-True attn_mask keeps the explicit mask), in training mode."""
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=30, n_layers=2, attn_impl=impl, **options)).train()
+    tokens = torch.randint(0, 30, (3, 10))
+    fast = model(tokens)
+    fast_grads = torch.autograd.grad(fast.square().sum(), list(model.parameters()))
+    slow = model(tokens, attn_mask=torch.ones(1, 1, 10, 10, dtype=torch.bool))
+    slow_grads = torch.autograd.grad(slow.square().sum(), list(model.parameters()))
+    assert_close(fast, slow)
+    assert_close(fast_grads, slow_grads)
+    logits, _ = model(tokens, return_intermediates=True)  # the manual path, which builds the mask from the flag
+    assert_close(logits, slow)
+
+
+def test_a_training_step_hands_causal_masking_to_the_fused_kernel(monkeypatch):
+    """Issue 46: a fused-attention model's plain forward calls PyTorch's kernel with is_causal=True and no mask (the
+    kernel then skips the hidden half of the scores), not with a boolean mask and a pass that pins empty rows."""
+    import torch.nn.functional as F
+
+    calls = []
+    kernel = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs.get("is_causal", False), kwargs.get("attn_mask")))
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=30, n_layers=2, attn_impl="fused", pos="learned"))
+    model(torch.randint(0, 30, (2, 9))).sum().backward()
+    assert calls == [(True, None)] * 2

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from minitfm._checks import (broadcast_or_raise, check_choice, check_number, check_probability, check_same_dtype, check_tensor,
                              inputs_trusted)
+from minitfm.layers.masks import causal_mask
 
 IMPLEMENTATIONS = ("manual", "fused")
 
@@ -66,6 +67,7 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     impl: str = "manual",
     softcap: float | None = None,
+    causal: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attend from queries to keys and mix the values.
 
@@ -82,6 +84,10 @@ def scaled_dot_product_attention(
             (``torch.nn.functional.scaled_dot_product_attention``, faster and leaner; returns no weights).
         softcap: Gemma 2's soft cap c: the scaled scores s become c tanh(s / c) before the mask and bias, so none
             exceeds c in size. Only the manual path computes it (PyTorch's kernel has no such step).
+        causal: also hide the future, as ``mask=causal_mask(T_q, T_k)`` would (combined with ``mask`` if given):
+            query i sees keys 0 .. i + (T_k - T_q). The same result as passing that mask; without a mask or bias
+            and with T_q = T_k, the fused path hands it to PyTorch's kernel (``is_causal``), which skips the
+            hidden half of the scores and builds no mask: a training step's attention.
 
     Returns:
         ``(out, weights)``: out is (..., T_q, Dv); weights is (..., T_q, T_k) for ``"manual"`` and
@@ -94,6 +100,11 @@ def scaled_dot_product_attention(
         check_choice(impl, "impl", IMPLEMENTATIONS)
         check_probability(dropout_p, "dropout_p")
         _check_inputs(q, k, v, mask, bias)
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+        if causal and k.shape[-2] < q.shape[-2]:
+            raise ValueError(f"causal=True needs at least as many keys as queries (the queries are the last T_q "
+                             f"positions), got q {tuple(q.shape)} and k {tuple(k.shape)}")
         if scale is not None:
             check_number(scale, "scale")
         if softcap is not None:
@@ -102,7 +113,9 @@ def scaled_dot_product_attention(
                 raise ValueError("softcap needs impl='manual': PyTorch's fused kernel cannot cap the scores")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if impl == "fused":
-        return fused_attention(q, k, v, mask, bias, dropout_p, scale), None
+        return fused_attention(q, k, v, mask, bias, dropout_p, scale, causal=causal), None
+    if causal:
+        mask = _with_causal(mask, q, k)
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, Dh) @ (..., Dh, T_k) -> (..., T_q, T_k)
     if softcap is not None:
@@ -121,14 +134,26 @@ def scaled_dot_product_attention(
     return weights @ v, weights  # (..., T_q, T_k) @ (..., T_k, Dv) -> (..., T_q, Dv)
 
 
+def _with_causal(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``mask`` and the (T_q, T_k) causal mask (bottom-right aligned), combined; the causal one alone if no mask."""
+    causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)[0]  # (T_q, T_k)
+    return causal if mask is None else mask & causal
+
+
 def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                    bias: torch.Tensor | None, dropout_p: float, scale: float) -> torch.Tensor:
+                    bias: torch.Tensor | None, dropout_p: float, scale: float, *, causal: bool = False) -> torch.Tensor:
     """The ``impl="fused"`` path of :func:`scaled_dot_product_attention`, without its checks: PyTorch's
     ``F.scaled_dot_product_attention`` with the library's mask convention (bool, ``True`` = may attend) and an
     optional float ``bias`` combined into one additive mask, and a query with no visible key giving zeros.
 
     q (..., T_q, Dh), k (..., T_k, Dh), v (..., T_k, Dv) -> (..., T_q, Dv). The caller has checked the inputs
-    (the lean decode step calls it with tensors it built)."""
+    (the lean decode step calls it with tensors it built). ``causal`` as in :func:`scaled_dot_product_attention`."""
+    if causal:
+        if mask is None and bias is None and q.shape[-2] == k.shape[-2]:
+            # PyTorch's own causal masking (top-left aligned, which is bottom-right when T_q = T_k): every query
+            # sees at least itself, so no row is empty and nothing needs pinning to zero
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale, is_causal=True)
+        mask = _with_causal(mask, q, k)
     attn_mask = mask
     if bias is not None:
         attn_mask = bias.to(q.dtype)

@@ -75,7 +75,7 @@ def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:
     """(the norm before a sublayer, the norm after it or None), as ``config.sublayer_norm`` places them; an
     ``nn.Identity`` stands before the sublayer when only its output is normalised."""
     def norm():
-        return make_norm(config.norm, config.d_model, eps=config.norm_eps)
+        return make_norm(config.norm, config.d_model, eps=config.norm_eps, bias=config.norm_bias)
 
     before = nn.Identity() if config.sublayer_norm == "output" else norm()
     return before, (norm() if config.sublayer_norm != "input" else None)
@@ -107,9 +107,9 @@ class _Block(nn.Module):
         return norm(x + self.drop(out)), weights
 
     def drop(self, out: torch.Tensor) -> torch.Tensor:
-        """Residual dropout; in evaluation the module call is skipped, not just a no-op (as for the FFN's and
-        the embeddings' dropout)."""
-        return self.dropout(out) if self.training else out
+        """Residual dropout; in evaluation (or at p = 0) the module call is skipped, not just a no-op (as for the
+        FFN's and the embeddings' dropout)."""
+        return self.dropout(out) if self.training and self.dropout.p > 0 else out
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         def ffn(h):
@@ -147,8 +147,9 @@ class DecoderBlock(_Block):
     A decoder-only model uses ``DecoderBlock(config, cross_attention=False)``.
 
     ``forward(x (B, T_q, D), memory (B, S, D) | None, *, mask, bias, memory_mask, rope, positions,
-    cache, need_weights) -> (x (B, T_q, D), self_weights (B, H, T_q, T_k), cross_weights (B, H, T_q, S))``;
+    cache, need_weights, causal) -> (x (B, T_q, D), self_weights (B, H, T_q, T_k), cross_weights (B, H, T_q, S))``;
     weights are ``None`` unless ``need_weights``. ``mask``/``bias`` cover the T_k = cached + new keys;
+    ``causal=True`` adds the causal mask to self-attention's (see :class:`MultiHeadAttention`);
     ``memory_mask`` (B, 1, 1, S) hides source padding.
     """
 
@@ -158,19 +159,21 @@ class DecoderBlock(_Block):
         self.self_attn = _attention(config)
         self.attn_norm, self.attn_out_norm = _norm_pair(config)
         self.cross_attn = _attention(config) if cross_attention else None
-        self.cross_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps) if cross_attention else None
+        self.cross_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps, bias=config.norm_bias) \
+            if cross_attention else None
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 rope: RotaryEmbedding | None = None, positions: torch.Tensor | None = None,
-                cache: LayerCache | None = None, need_weights: bool = False):
+                cache: LayerCache | None = None, need_weights: bool = False, causal: bool = False):
         if (memory is None) != (self.cross_attn is None):
             want = "an encoder output `memory`" if self.cross_attn is not None else "no memory (no cross-attention)"
             raise ValueError(f"this DecoderBlock expects {want}")
 
         def attend(h):
             return self.self_attn(h, mask=mask, bias=bias, rope=rope, positions=positions,
-                                  cache=None if cache is None else cache.self_attn, need_weights=need_weights)
+                                  cache=None if cache is None else cache.self_attn, need_weights=need_weights,
+                                  causal=causal)
 
         def cross(h):
             return self.cross_attn(h, memory, mask=memory_mask,

@@ -55,7 +55,7 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_module_input(x, "x", self, self.d_model)
         h = self.act(self.up_proj(x))  # (B, T, D) -> (B, T, F)
-        return self.down_proj(self.dropout(h) if self.training else h)  # (B, T, F) -> (B, T, D)
+        return self.down_proj(self.dropout(h) if self.training and self.dropout.p > 0 else h)  # (B, T, F) -> (B, T, D)
 
 
 class SwiGLU(nn.Module):
@@ -84,7 +84,7 @@ class SwiGLU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_module_input(x, "x", self, self.d_model)
         h = self.gate(self.gate_proj(x)) * self.up_proj(x)  # (B, T, D) -> (B, T, F)
-        return self.down_proj(self.dropout(h) if self.training else h)  # (B, T, F) -> (B, T, D)
+        return self.down_proj(self.dropout(h) if self.training and self.dropout.p > 0 else h)  # (B, T, F) -> (B, T, D)
 
 
 class GeGLU(SwiGLU):

@@ -115,6 +115,7 @@ class MultiHeadAttention(nn.Module):
         positions: torch.Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` to itself (self-attention) or to ``memory`` (cross-attention).
 
@@ -132,6 +133,10 @@ class MultiHeadAttention(nn.Module):
                 reuses it afterwards (the encoder output does not change while decoding).
             need_weights: also return the (B, H, T_q, T_k) attention weights; this always takes the
                 manual path, the only one that materialises them.
+            causal: also hide the future (queries the last T_q of the T_k keys), as ``mask=causal_mask(T_q, T_k)``
+                would, combined with ``mask``; see :func:`minitfm.scaled_dot_product_attention`. A model's forward
+                passes it instead of the mask when the causal mask is all there is: the fused kernel then masks
+                by itself.
 
         Returns:
             ``(out, weights)``: out (B, T_q, D); weights (B, H, T_q, T_k) or ``None``.
@@ -171,6 +176,7 @@ class MultiHeadAttention(nn.Module):
             ("fused" if cache is not None and not self.training else self.impl)
         options = {n: x for n, x in (("scale", self.scale), ("softcap", self.softcap)) if x is not None}  # only if set
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl, **options)
+            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl, causal=causal,
+            **options)
         out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)  # (B, H, T_q, Dh) -> (B, T_q, H Dh)
         return self.out_proj(out), weights if need_weights else None

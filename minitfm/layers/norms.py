@@ -61,12 +61,15 @@ class OffsetRMSNorm(RMSNorm):
         return 1.0 + self.weight
 
 
-def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
-    """``"layer"`` -> ``nn.LayerNorm(d_model)``; ``"rms"`` -> ``RMSNorm(d_model)``; ``"rms_offset"`` ->
-    ``OffsetRMSNorm(d_model)`` (Gemma's (1 + w) gain)."""
+def make_norm(kind: str, d_model: int, eps: float = 1e-5, *, bias: bool = True) -> nn.Module:
+    """``"layer"`` -> ``nn.LayerNorm(d_model)`` (without its additive bias if ``bias=False``, as nanoGPT's
+    ``bias=False``); ``"rms"`` -> ``RMSNorm(d_model)``; ``"rms_offset"`` -> ``OffsetRMSNorm(d_model)`` (Gemma's
+    (1 + w) gain). The RMSNorms have no bias, whatever ``bias`` says."""
     check_choice(kind, "norm", NORMS)
     check_positive_int(d_model, "d_model")
     check_number(eps, "eps", low=0.0)
+    if not isinstance(bias, bool):
+        raise TypeError(f"bias must be a bool, got {type(bias).__name__}")
     if kind == "layer":
-        return nn.LayerNorm(d_model, eps=eps)
+        return nn.LayerNorm(d_model, eps=eps, bias=bias)
     return RMSNorm(d_model, eps=eps) if kind == "rms" else OffsetRMSNorm(d_model, eps=eps)

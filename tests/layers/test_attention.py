@@ -147,3 +147,27 @@ def test_fused_path_gives_torch_a_mask_of_the_queries_rank(monkeypatch):
     q, k, v = qkv(t_q=6, t_k=6)
     scaled_dot_product_attention(q, k, v, mask=causal_mask(6), impl="fused")
     assert seen == [4]
+
+
+@pytest.mark.parametrize("impl", ["manual", "fused"])
+@pytest.mark.parametrize("t_q,t_k,with_mask", [(6, 6, False), (6, 6, True), (3, 8, False), (3, 8, True)])
+def test_causal_flag_computes_what_the_causal_mask_computes(impl, t_q, t_k, with_mask):
+    """causal=True (issue 46: the fused kernel masks by itself in a training step) equals passing causal_mask, alone
+    or combined with another mask, values and gradients alike."""
+    torch.manual_seed(0)
+    q, k, v = (t.requires_grad_() for t in qkv(t_q=t_q, t_k=t_k))
+    mask = torch.rand(2, 1, t_q, t_k) > 0.3 if with_mask else None
+    full = causal_mask(t_q, t_k) if mask is None else mask & causal_mask(t_q, t_k)
+    out, _ = scaled_dot_product_attention(q, k, v, mask=full, impl=impl)
+    got, _ = scaled_dot_product_attention(q, k, v, mask=mask, impl=impl, causal=True)
+    assert_close(got, out)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    assert_close(torch.autograd.grad(got.sum(), (q, k, v)), grads)
+
+
+def test_causal_flag_is_checked():
+    q, k, v = qkv(t_q=5, t_k=4)
+    with pytest.raises(ValueError, match="causal=True needs at least as many keys"):
+        scaled_dot_product_attention(q, k, v, causal=True)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        scaled_dot_product_attention(*qkv(), causal="yes")

@@ -79,3 +79,30 @@ def test_gemmas_norm_in_bfloat16_multiplies_the_gain_in_float32_as_transformers_
     wide = x.float()
     want = (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + norm.weight.float())).to(x.dtype)
     assert torch.equal(norm(x), want)
+
+
+def test_layer_norm_without_bias():
+    """make_norm(..., bias=False) and ModelConfig(norm_bias=False): LayerNorm without its additive bias, as nanoGPT's
+    bias=False (issue 46's benchmark needs the same model); the RMSNorms have none to drop."""
+    norm = make_norm("layer", 8, bias=False)
+    assert norm.bias is None and norm.weight.shape == (8,)
+    x = torch.randn(3, 8)
+    assert_close(norm(x), F.layer_norm(x, (8,), norm.weight, None, norm.eps))
+    with pytest.raises(TypeError, match="bias must be a bool"):
+        make_norm("layer", 8, bias=None)
+
+
+def test_config_norm_bias_reaches_every_norm_and_is_checked():
+    from minitfm import DecoderOnlyLM, EncoderDecoder, ModelConfig
+
+    for cls in (DecoderOnlyLM, EncoderDecoder):
+        model = cls(ModelConfig.tiny(norm_bias=False, bias=False))
+        norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+        assert norms and all(m.bias is None for m in norms)
+        with_bias = cls(ModelConfig.tiny(bias=False))
+        assert sum(p.numel() for p in with_bias.parameters()) - sum(p.numel() for p in model.parameters()) == \
+            len(norms) * 16
+    with pytest.raises(ValueError, match="norm_bias=False drops LayerNorm's bias"):
+        ModelConfig.tiny(norm="rms", norm_bias=False)
+    with pytest.raises(TypeError, match="norm_bias must be a bool"):
+        ModelConfig.tiny(norm_bias=0)
