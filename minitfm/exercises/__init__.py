@@ -15,7 +15,7 @@ from minitfm.exercises.attention import check_attention
 from minitfm.exercises.bpe import check_apply_merge, check_count_pairs, check_encode_by_rank
 from minitfm.exercises.debugging import check_causality_detector, check_first_nonfinite
 from minitfm.exercises.evaluation import check_bits_per_byte, check_pass_at_k, check_wilson_interval
-from minitfm.exercises.finetuning import check_loss_mask, check_lora_forward
+from minitfm.exercises.finetuning import check_last_token_index, check_loss_mask, check_lora_forward, check_mean_pooling
 from minitfm.exercises.generation import (check_beam_step, check_kv_cache_update, check_repetition_penalty,
                                           check_temperature, check_top_k, check_top_p)
 from minitfm.exercises.heads import check_merge_heads, check_split_heads

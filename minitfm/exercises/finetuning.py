@@ -1,4 +1,5 @@
-"""Checkers for chapter 15: the LoRA forward pass and the assistant-only loss mask."""
+"""Checkers for chapters 15 and 15b: the LoRA forward pass, the assistant-only loss mask, the last real token and
+mean pooling."""
 from __future__ import annotations
 
 import math
@@ -107,3 +108,77 @@ def check_loss_mask(assistant_labels, verbose: bool = True) -> CheckResult:
         cases.append(Case(what, make, _TEMPLATE.render(conversation).labels, mistakes,
                           normalize=lambda got: torch.as_tensor(got) if isinstance(got, list) else got))
     return run_cases("check_loss_mask", assistant_labels, cases, verbose=verbose)
+
+
+def _mean_pool(hidden, key_mask, *, over_all=False, last=False):
+    if last:  # the last column, whatever it holds
+        return hidden[:, -1]
+    real = torch.ones_like(key_mask) if over_all else key_mask
+    weights = real.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1)
+
+
+def check_mean_pooling(mean_pool, verbose: bool = True) -> CheckResult:
+    """Check ``mean_pool(hidden, key_mask) -> pooled``: each row's mean over its real tokens.
+
+    ``hidden`` (B, T, D) float, ``key_mask`` (B, T) bool (``True`` = a real token, ``False`` = padding, on either
+    side); return (B, D), what ``DecoderClassifier(..., pooling="mean")`` reads.
+    """
+    mistakes = [
+        Mistake("you averaged over every column, the padding too: a padded row's vector then depends on how much "
+                "padding its batch needed", lambda i: _mean_pool(i["hidden"], i["key_mask"], over_all=True)),
+        Mistake("you summed the real tokens without dividing by their number: a longer text gets a larger vector",
+                lambda i: (i["hidden"] * i["key_mask"].unsqueeze(-1)).sum(dim=1)),
+        Mistake("you divided the sum of the real tokens by T, the padded length, not by each row's own count",
+                lambda i: (i["hidden"] * i["key_mask"].unsqueeze(-1)).sum(dim=1) / i["hidden"].shape[1]),
+        Mistake("you took the last column: that is last-token pooling, and for a padded row it is a pad token",
+                lambda i: _mean_pool(i["hidden"], i["key_mask"], last=True)),
+    ]
+    lengths = [("no padding", (2, 4, 3), [[4, 0], [4, 0]]),
+               ("right padding of different lengths", (3, 5, 4), [[5, 0], [2, 0], [3, 0]]),
+               ("left padding", (2, 6, 3), [[6, 0], [2, 4]]),
+               ("one real token in a padded row", (2, 4, 2), [[1, 0], [4, 0]])]
+    cases = []
+    for seed, (what, shape, rows) in enumerate(lengths, start=1):
+        def make(shape=shape, rows=rows, seed=seed):
+            return {"hidden": randn(*shape, seed=seed), "key_mask": _masks(rows, shape[1])}
+        inputs = make()
+        cases.append(Case(what, make, _mean_pool(inputs["hidden"], inputs["key_mask"]), mistakes))
+    return run_cases("check_mean_pooling", mean_pool, cases, verbose=verbose)
+
+
+def _masks(rows, length):
+    """(B, T) bool masks from (n_real, start) per row."""
+    key_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+    for b, (n, start) in enumerate(rows):
+        key_mask[b, start:start + n] = True
+    return key_mask
+
+
+def check_last_token_index(last_token_index, verbose: bool = True) -> CheckResult:
+    """Check ``last_token_index(key_mask) -> index``: the column of each row's last real token.
+
+    ``key_mask`` (B, T) bool, ``True`` = a real token, padding on either side; return (B,) integer columns, the
+    vector a last-token classifier reads is ``hidden[arange(B), index]``.
+    """
+    t_minus_1 = lambda i: torch.full((i["key_mask"].shape[0],), i["key_mask"].shape[1] - 1)
+    mistakes = [
+        Mistake("you took the last column for every row: for a right-padded row that is a pad token", t_minus_1),
+        Mistake("you counted the real tokens and subtracted one: right only when the padding is on the right; with "
+                "left padding the last real token is the last column", lambda i: i["key_mask"].sum(dim=1) - 1),
+        Mistake("you found the first real token, not the last", lambda i: i["key_mask"].long().argmax(dim=1)),
+        Mistake("you counted the real tokens without subtracting one: that is one past the last real token",
+                lambda i: i["key_mask"].sum(dim=1)),
+    ]
+    specs = [("no padding", [[5, 0], [5, 0]], 5),
+             ("right padding of different lengths", [[6, 0], [2, 0], [4, 0]], 6),
+             ("left padding", [[3, 3], [6, 0]], 6),
+             ("one real token in a row", [[1, 0], [1, 4], [5, 0]], 5)]
+    cases = []
+    for what, rows, length in specs:
+        def make(rows=rows, length=length):
+            return {"key_mask": _masks(rows, length)}
+        expected = torch.tensor([start + n - 1 for n, start in rows])
+        cases.append(Case(what, make, expected, mistakes,
+                          normalize=lambda got: torch.as_tensor(got).long()))
+    return run_cases("check_last_token_index", last_token_index, cases, verbose=verbose)

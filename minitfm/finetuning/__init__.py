@@ -8,11 +8,16 @@
                             and the assistant-only loss mask (labels -100 elsewhere)
 ``packing``                 several conversations in one row, a block-diagonal mask and restarting positions
                             so that they cannot attend to each other, as a ``Batch`` that ``train`` takes
-``classification``          ``DecoderClassifier`` (last-token pooling that respects padding) and
-                            ``set_trainable`` (the head only, the last k blocks, LoRA, everything)
+``classification``          ``DecoderClassifier`` (last-token or mean pooling that respects padding),
+                            ``set_trainable`` (the head only, the last k blocks, LoRA, everything), batches in
+                            whole epochs and ``classify``
 ``sft``                     supervised fine-tuning as batches for ``minitfm.training.train``, not a second loop
 ``tasks``                   five tasks whose answers a program checks (arithmetic, counting letters, sorting,
                             acronyms, glossary terms in English and Chinese), with held-out facts and template
+``skills``                  four procedures with many instances (sort digits, reverse letters, count a
+                            letter, add two-digit numbers), statements for pretraining, questions for tuning
+``people``                  invented people and three facts each, read in one phrasing or in many: the
+                            knowledge-extraction experiment's groups and questions
 ``answering``               greedy replies to many questions at once, scored by the tasks' checks; one reply
                             for the chat widget
 ``new_tokens``              new special tokens for a published model's tokenizer, and its embedding grown to
@@ -21,14 +26,15 @@
 
 Every model here is a :class:`~minitfm.models.DecoderOnlyLM` (the book's, or a published checkpoint loaded with
 ``minitfm.pretrained``); the LoRA layers are tested against Hugging Face ``peft`` in ``tests/finetuning``.
-``minitfm.finetuning`` re-exports the public names of the modules (``tasks`` is used as a namespace:
-``from minitfm.finetuning import tasks``).
+``minitfm.finetuning`` re-exports the public names of the modules (``tasks``, ``skills`` and ``people`` are used as
+namespaces: ``from minitfm.finetuning import skills``).
 """
 from minitfm import _lazy
 from minitfm.finetuning.adapters import adapter_config, load_adapters, lora_state_dict, save_adapters
 from minitfm.finetuning.chat import (CHAT_SPECIAL_TOKENS, CHAT_TOKENS, IGNORE_INDEX, ROLES, ChatTemplate, RenderedChat,
                                      TurnSpan, check_conversation)
-from minitfm.finetuning.classification import DecoderClassifier, collate_classification, set_trainable
+from minitfm.finetuning.classification import (DecoderClassifier, classification_batches, classify,
+                                               collate_classification, set_trainable)
 from minitfm.finetuning.lora import (LoRALinear, adam_state_numbers, add_lora, linear_names, lora_layers,
                                      merge_and_unload, merge_lora, trainable_parameters, unmerge_lora)
 from minitfm.finetuning.new_tokens import resize_token_embeddings, with_special_tokens
@@ -44,7 +50,7 @@ __all__ = [
     "ChatTemplate", "RenderedChat", "TurnSpan", "ROLES", "CHAT_TOKENS", "CHAT_SPECIAL_TOKENS", "IGNORE_INDEX",
     "check_conversation",
     "PackedRows", "pack_conversations", "block_diagonal_mask", "packed_logits", "packed_batch",
-    "DecoderClassifier", "set_trainable", "collate_classification",
+    "DecoderClassifier", "set_trainable", "collate_classification", "classification_batches", "classify",
     "sft_batch", "sft_batches", "supervised_finetune",
     "with_special_tokens", "resize_token_embeddings", "replies", "reply", "score", "completions", "statement_recall",
 ]

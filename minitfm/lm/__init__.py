@@ -1,12 +1,16 @@
-"""The book's own language and language models (chapters 7c-9, 14, 15): a recipe built from the other packages.
+"""The book's own language and language models (chapters 7c-9, 14, 15, 15b): a recipe built from the other packages.
 
 ==========================  ==============================================================================
 ``corpus``                  the grammar language: its vocabulary, sentences, parser and validity
 ``small_lm``                the small decoder trained on it, its checkpoint (``assets/``), perplexity, samples
 ``base_lm``                 chapter 15's base model: bytes as tokens, pretrained on the book's prose and the
                             tasks' facts (``benchmarks/train_base_lm.py``), its held-out bits per byte
+``skills_lm``               a base model worth tuning: bytes, pretrained on the prose, four skills and invented
+                            people (``benchmarks/train_skills_lm.py``), and what it recalls of each
 ``assistant_lm``            chapter 15's assistant: the base model after the chapter's full fine-tuning
                             (``benchmarks/train_assistant_lm.py``), its chat template and trained length
+``topics``                  chapter 15b's classification task: which part of the book a paragraph of its prose
+                            comes from (four topics, balanced, a held-out set chosen by a hash)
 ==========================  ==============================================================================
 """
 from minitfm import _lazy

@@ -1,4 +1,5 @@
-"""The checkers of chapter 15 (the LoRA forward pass, the assistant-only loss mask) accept a correct function and
+"""The checkers of chapters 15 and 15b (the LoRA forward pass, the assistant-only loss mask, the last real token, mean
+pooling) accept a correct function and
 name each typical mistake. ``CASES`` joins ``tests/exercises/test_exercises.py``'s shared table."""
 import math
 
@@ -47,6 +48,18 @@ CASES = {
         (lambda ids, spans: list(ids), "whole sequence"),
         (lambda ids, spans: [0 if v == -100 else v for v in labels_ok(ids, spans)], "filled the masked positions with 0"),
     ]),
+    "check_last_token_index": (lambda km: torch.tensor([int(row.nonzero().max()) for row in km]), [
+        (lambda km: torch.full((km.shape[0],), km.shape[1] - 1), "last column for every row"),
+        (lambda km: km.sum(dim=1) - 1, "left padding"),
+        (lambda km: km.long().argmax(dim=1), "first real token"),
+        (lambda km: km.sum(dim=1), "without subtracting one"),
+    ]),
+    "check_mean_pooling": (lambda h, km: torch.stack([h[b, km[b]].mean(dim=0) for b in range(h.shape[0])]), [
+        (lambda h, km: h.mean(dim=1), "every column, the padding too"),
+        (lambda h, km: (h * km[..., None]).sum(dim=1), "without dividing"),
+        (lambda h, km: (h * km[..., None]).sum(dim=1) / h.shape[1], "by T, the padded length"),
+        (lambda h, km: h[:, -1], "last-token pooling"),
+    ]),
 }
 
 
@@ -65,3 +78,12 @@ def test_a_tensor_answer_passes_the_loss_mask_check_and_a_shifted_one_is_named()
     assert ex.check_loss_mask(lambda ids, spans: torch.tensor(labels_ok(ids, spans)), verbose=False).passed
     shifted = ex.check_loss_mask(lambda ids, spans: labels_ok(ids, spans)[1:] + [-100], verbose=False)
     assert not shifted.passed and "shifted the labels by one" in shifted.message
+
+
+
+def test_the_classifiers_own_last_token_formula_passes_and_a_list_answer_is_accepted():
+    library = lambda km: km.shape[1] - 1 - km.flip(1).long().argmax(dim=1)  # minitfm.finetuning.classification's line
+    assert ex.check_last_token_index(library, verbose=False).passed
+    assert ex.check_last_token_index(lambda km: library(km).tolist(), verbose=False).passed
+    assert ex.check_mean_pooling(lambda h, km: torch.stack([h[b, km[b]].mean(0) for b in range(len(h))]),
+                                 verbose=False).passed

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import minitfm as m
-from minitfm.finetuning import DecoderClassifier, add_lora, collate_classification, set_trainable
+from minitfm.finetuning import (DecoderClassifier, add_lora, classification_batches, classify, collate_classification,
+                                set_trainable)
 
 PAD = 0
 
@@ -148,3 +149,56 @@ def test_bad_classifier_input_is_refused():
         collate_classification(SEQS, [0, 1], pad_id=PAD)
     with pytest.raises(ValueError, match=r"labels must be class ids \(ints >= 0\), got \[-1\]"):
         collate_classification(SEQS, [0, 1, -1], pad_id=PAD)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_mean_pooling_averages_the_real_tokens_of_the_models_own_forward(side):
+    clf = DecoderClassifier(backbone(), 3, pad_id=PAD, pooling="mean").eval()
+    batch = m.pad_sequences(SEQS, PAD, side=side)
+    with torch.no_grad():
+        pooled = clf.pooled(batch)
+        for s, row in zip(SEQS, pooled):
+            want = clf.backbone.hidden_states(s[None])[0].mean(dim=0)  # (T, D) -> (D,): one row, no padding
+            torch.testing.assert_close(row, want, rtol=0, atol=1e-12)
+        # the test can fail: averaging over every column (the padding too) gives other vectors for the short rows
+        every_column = clf.backbone.hidden_states(batch, key_mask=batch != PAD).mean(dim=1)
+    assert float((every_column[1:] - pooled[1:]).abs().max()) > 1e-3
+    last = DecoderClassifier(clf.backbone, 3, pad_id=PAD).eval()  # the default still reads the last real token
+    with torch.no_grad():
+        torch.testing.assert_close(last.pooled(batch)[1], clf.backbone.hidden_states(SEQS[1][None])[0, -1],
+                                   rtol=0, atol=1e-12)
+
+
+def test_classification_batches_go_through_whole_epochs_seeded():
+    seqs = [torch.tensor([1, i + 2]) for i in range(10)]
+    labels = [i % 3 for i in range(10)]
+    stream = classification_batches(seqs, labels, 4, pad_id=PAD, seed=0)
+    epochs = [[next(stream) for _ in range(2)] for _ in range(3)]  # 10 // 4 = 2 full batches per pass
+    for epoch in epochs:
+        ids = [int(x) for b in epoch for x in b.tgt_in[:, 1]]
+        assert len(set(ids)) == 8  # no example twice within a pass; the 2 left over are dropped
+        for b in epoch:
+            assert b.tgt_in.shape == (4, 2) and b.tgt_out.tolist() == [(int(x) - 2) % 3 for x in b.tgt_in[:, 1]]
+    assert [int(x) for x in epochs[0][0].tgt_in[:, 1]] != [int(x) for x in epochs[1][0].tgt_in[:, 1]]  # reshuffled
+    again = classification_batches(seqs, labels, 4, pad_id=PAD, seed=0)
+    assert all(torch.equal(next(again).tgt_in, b.tgt_in) for epoch in epochs for b in epoch)
+    with pytest.raises(ValueError, match="batch_size must be <= the 10 examples, got 11"):
+        next(classification_batches(seqs, labels, 11, pad_id=PAD, seed=0))
+    with pytest.raises(ValueError, match="same length, got 10 and 9"):
+        next(classification_batches(seqs, labels[:9], 4, pad_id=PAD, seed=0))
+
+
+def test_classify_returns_each_rows_argmax_whatever_the_batch_size():
+    clf = DecoderClassifier(backbone(), 3, pad_id=PAD)
+    torch.nn.init.normal_(clf.head.weight, std=5.0)  # scores far apart: no near-ties
+    with torch.no_grad():
+        want = torch.stack([clf(s[None])[0].argmax() for s in SEQS])
+    for batch_size in (1, 2, 64):
+        assert torch.equal(classify(clf, SEQS, batch_size=batch_size), want)
+    assert not clf.training
+    with pytest.raises(ValueError, match="give the classifier a pad_id"):
+        classify(DecoderClassifier(backbone(), 3), SEQS)
+    with pytest.raises(TypeError, match="classifier must be a DecoderClassifier, got Linear"):
+        classify(torch.nn.Linear(2, 2), SEQS)
+    with pytest.raises(ValueError, match=r"pooling must be one of \['last', 'mean'\], got 'max'"):
+        DecoderClassifier(backbone(), 3, pooling="max")
