@@ -7,6 +7,8 @@
                             tasks' facts (``benchmarks/train_base_lm.py``), its held-out bits per byte
 ``skills_lm``               a base model worth tuning: bytes, pretrained on the prose, four skills and invented
                             people (``benchmarks/train_skills_lm.py``), and what it recalls of each
+``skills_assistant``        the assistant that answers: skills_lm after supervised fine-tuning on its tasks
+                            (``benchmarks/train_skills_assistant.py``), held-out accuracy, floors and pass@k
 ``assistant_lm``            chapter 15's assistant: the base model after the chapter's full fine-tuning
                             (``benchmarks/train_assistant_lm.py``), its chat template and trained length
 ``topics``                  chapter 15b's classification task: which part of the book a paragraph of its prose

@@ -39,20 +39,20 @@ from minitfm.training import History, TrainConfig, lm_train_config, train
 CHECKPOINT = Path(__file__).parent / "assets" / "skills_lm.pt"
 ROW_LEN = 128  # bytes per training row
 PROSE_PASSES = 2
-SKILL_STATEMENTS = {"sort": 20_000, "reverse": 20_000, "count": 24_000, "add": 40_000}
-BIOGRAPHIES = 60  # per person, in both groups
+SKILL_STATEMENTS = {"sort": 20_000, "reverse": 60_000, "count": 100_000, "add": 150_000}
+BIOGRAPHIES = 100  # per person, in both groups
 
 
 def skills_lm_config(**overrides) -> ModelConfig:
     """The byte-level decoder of :func:`minitfm.lm.base_lm.base_lm_config`, larger: Pre-RMSNorm, RoPE, SwiGLU,
     no biases; ``overrides`` change any field."""
-    return base_lm_config(**{**dict(d_model=128, n_heads=4, n_layers=4, d_ff=384), **overrides})
+    return base_lm_config(**{**dict(d_model=160, n_heads=5, n_layers=6, d_ff=432), **overrides})
 
 
 def skills_lm_train_config(steps: int, **overrides) -> TrainConfig:
     """The language models' recipe (:func:`minitfm.training.lm_train_config`: AdamW, decoupled decay 0.1 on the
-    linear layers' matrices, betas (0.9, 0.95), warmup + cosine to a tenth) at a peak of 3e-3, 32 rows a step."""
-    return lm_train_config(**{**dict(steps=steps, batch_size=32, lr=3e-3, warmup=100, seed=0), **overrides})
+    linear layers' matrices, betas (0.9, 0.95), warmup + cosine to a tenth) at a peak of 2e-3, 32 rows a step."""
+    return lm_train_config(**{**dict(steps=steps, batch_size=32, lr=2e-3, warmup=100, seed=0), **overrides})
 
 
 def pretraining_texts(seed: int = 0, *, scale: float = 1.0) -> list[str]:
