@@ -117,13 +117,14 @@ def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str
 
     embeddings V D (+ T_max D if learned positions); attention and ffn: one sublayer's
     :func:`attention_params` and :func:`ffn_params` times the sublayers; norms: :func:`norms_per_layer` per block
-    plus one final norm per stack (Pre-LN), each D (RMSNorm) or 2 D (LayerNorm: weight and bias); head V D
+    plus one final norm per stack (Pre-LN), each D (RMSNorm, or LayerNorm with ``norm_bias=False``) or 2 D (LayerNorm:
+    weight and bias); head V D
     (0 if tied).
     """
     c = _check(config, "config")
     if kind not in MODEL_KINDS:
         raise ValueError(f"kind must be one of {MODEL_KINDS}, got {kind!r}")
-    norm = 2 * c.d_model if c.norm == "layer" else c.d_model  # LayerNorm has weight and bias
+    norm = 2 * c.d_model if c.norm == "layer" and c.norm_bias else c.d_model  # LayerNorm: weight and bias
     if kind == "decoder_only":
         n_attn, n_ffn = c.n_layers, c.n_layers
         n_norms = c.n_layers * norms_per_layer(c) + c.norm_first

@@ -24,6 +24,8 @@ CONFIGS = [
                 qk_norm="head", sublayer_norm="both", norm="rms_offset", ffn="geglu_tanh", pos="rope", d_ff=20),
     ModelConfig(vocab_size=30, d_model=24, n_heads=4, n_kv_heads=1, qkv_bias=False, bias=True, qk_norm="all",
                 sublayer_norm="output", norm="layer", ffn="geglu", n_decoder_layers=3),
+    ModelConfig(vocab_size=65, d_model=32, n_heads=4, n_layers=2, norm="layer", norm_bias=False, bias=False,
+                pos="learned", ffn="gelu"),  # nanoGPT's bias=False: LayerNorm without bias (issue 46)
 ]
 
 
