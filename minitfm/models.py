@@ -29,6 +29,7 @@ from minitfm._checks import check_module_input, check_tensor, check_token_ids, t
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
 from minitfm.layers.kv_cache import KVCache, SlidingKVCache
+from minitfm.layers import masks as _masks
 from minitfm.layers.masks import causal_mask, padding_mask, sliding_window_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
@@ -212,8 +213,11 @@ class DecoderOnlyLM(_Transformer):
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device)
         # Training's case: the causal mask is all there is, over T keys. The layers without a window then get
-        # causal=True instead of the mask: the same attention, which PyTorch's fused kernel masks by itself
-        plain_causal = masked and caches is None and key_mask is None and attn_mask is None
+        # causal=True instead of the mask: the same attention, which PyTorch's fused kernel masks by itself. Only
+        # with the library's causal_mask: a chapter that patches this module's causal_mask (a leaking mask, to see
+        # what the bug does) must have its mask used
+        plain_causal = masked and caches is None and key_mask is None and attn_mask is None \
+            and causal_mask is _masks.causal_mask
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
         x, inter = self.embed(tokens, positions), _inter
         if inter is not None:

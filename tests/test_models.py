@@ -294,3 +294,24 @@ def test_a_training_step_hands_causal_masking_to_the_fused_kernel(monkeypatch):
     model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=30, n_layers=2, attn_impl="fused", pos="learned"))
     model(torch.randint(0, 30, (2, 9))).sum().backward()
     assert calls == [(True, None)] * 2
+
+
+def test_a_patched_causal_mask_still_reaches_the_layers():
+    """Chapters 2 and 10 patch minitfm.models.causal_mask with a leaking mask to show what the bug does; the causal
+    fast path (issue 46) must not bypass it: the model's output then changes, as it did before."""
+    from unittest import mock
+
+    import minitfm.models as models_module
+
+    def leaky(t_q, t_k=None, device=None):
+        t_k = t_q if t_k is None else t_k
+        return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q + 2)[None]
+
+    torch.manual_seed(0)
+    for impl in ("manual", "fused"):
+        model = DecoderOnlyLM(ModelConfig.tiny(vocab_size=30, attn_impl=impl)).train()
+        tokens = torch.randint(0, 30, (2, 8))
+        honest = model(tokens)
+        with mock.patch.object(models_module, "causal_mask", leaky):
+            leaking = model(tokens)
+        assert not torch.allclose(honest[:, :-2], leaking[:, :-2])  # the first positions now see two tokens ahead
