@@ -3,10 +3,10 @@
 Glossary: B batch, S source length, T new target tokens, P tokens already in the KV cache,
 T_k = P + T keys seen by self-attention, D d_model, H heads, V vocab_size, L layers.
 
-Both models share one embedding recipe: token vectors scaled by sqrt(D) (the paper's choice: the
-embedding is initialised with std 1/sqrt(D), so the scaled vectors have unit size like the
-sinusoidal encodings added to them), plus additive positions for ``pos="sinusoidal"|"learned"``;
-RoPE rotates queries/keys inside attention and ALiBi biases the scores instead.
+Both models share one embedding recipe: token vectors scaled by sqrt(D) (the paper's choice: the embedding is
+initialised with std 1/sqrt(D), so the scaled vectors have unit size like the sinusoidal encodings added to them),
+plus additive positions for ``pos="sinusoidal"|"learned"``; RoPE rotates queries/keys inside attention and ALiBi
+biases the scores instead.
 
 KV cache: pass ``caches=model.new_caches(B, max_len)`` and feed the tokens step by step (or a prompt
 first). Positions then start at the cache length P; the causal mask is ``causal_mask(T, P + T)`` and
@@ -29,8 +29,7 @@ from minitfm._checks import check_module_input, check_tensor, check_token_ids, t
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
 from minitfm.layers.kv_cache import KVCache, SlidingKVCache
-from minitfm.layers import masks as _masks
-from minitfm.layers.masks import causal_mask, padding_mask, sliding_window_mask
+from minitfm.layers.masks import causal_mask, causal_mask as _library_causal_mask, padding_mask, sliding_window_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
 
@@ -212,23 +211,17 @@ class DecoderOnlyLM(_Transformer):
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device)
-        # Training's case: the causal mask is all there is, over T keys. The layers without a window then get
-        # causal=True instead of the mask: the same attention, which PyTorch's fused kernel masks by itself. Only
-        # with the library's causal_mask: a chapter that patches this module's causal_mask (a leaking mask, to see
-        # what the bug does) must have its mask used
-        plain_causal = masked and caches is None and key_mask is None and attn_mask is None \
-            and causal_mask is _masks.causal_mask
+        # only the causal mask, this module's own (a chapter patches it to leak): causal=True, the kernel masks itself
+        fast = masked and caches is None and key_mask is None and attn_mask is None and causal_mask is _library_causal_mask
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
         x, inter = self.embed(tokens, positions), _inter
         if inter is not None:
             inter.decoder_hidden.append(x)
         with trusted_inputs():  # everything the layers get was checked above or built here
-            for i, layer in enumerate(self.layers):
-                causal = plain_causal and self.layer_windows[i] is None
-                x, weights, _ = layer(x, mask=None if causal else masks[self.layer_windows[i]], bias=bias,
-                                      rope=ropes[self.layer_ropes[i]], positions=positions,
-                                      cache=None if caches is None else caches[i], need_weights=inter is not None,
-                                      causal=causal)
+            for i, (layer, w) in enumerate(zip(self.layers, self.layer_windows)):
+                x, weights, _ = layer(x, mask=None if fast and w is None else masks[w], causal=fast and w is None,
+                                      bias=bias, rope=ropes[self.layer_ropes[i]], positions=positions,
+                                      cache=None if caches is None else caches[i], need_weights=inter is not None)
                 if inter is not None:
                     inter.decoder_self.append(weights)
                     inter.decoder_hidden.append(x)
@@ -265,12 +258,10 @@ class EncoderDecoder(_Transformer):
             raise ValueError(f"these settings are the decoder-only models' (DecoderOnlyLM), got {decoder_only}")
         self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderBlock(c, cross_attention=True) for _ in range(c.n_decoder_layers))
-        self.encoder_norm = self._final_norm()
-        self.final_norm = self._final_norm()
+        self.encoder_norm, self.final_norm = self._final_norm(), self._final_norm()
         self._init_weights()
 
-    def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, memory_len=None,
-                   dtype=None, device=None):
+    def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, memory_len=None, dtype=None, device=None):
         """One :class:`LayerCache` per decoder layer: self-attention for ``max_seq_len`` target tokens and
         cross-attention for ``memory_len`` source tokens (default ``config.max_seq_len``)."""
         memory_len = self.config.max_seq_len if memory_len is None else memory_len
