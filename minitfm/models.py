@@ -26,10 +26,11 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
+from minitfm._decoder_masks import positions_from_mask, window_masks
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
 from minitfm.layers.kv_cache import KVCache, SlidingKVCache
-from minitfm.layers.masks import causal_mask, causal_mask as _library_causal_mask, padding_mask, sliding_window_mask
+from minitfm.layers.masks import causal_mask, causal_mask as _library_causal_mask, padding_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
 
@@ -160,11 +161,7 @@ class DecoderOnlyLM(_Transformer):
 
     def window_masks(self, mask: torch.Tensor | None, t: int, past: int, device) -> dict:
         """{W: the mask of the layers with window W (None: every key visible)}, and {None: mask} for the others."""
-        masks = {None: mask}
-        for w in set(self.layer_windows) - {None}:
-            window = sliding_window_mask(t, past + t, w, device=device)  # (T, P + T)
-            masks[w] = (None if past + t <= w else window) if mask is None else mask & window
-        return masks
+        return window_masks(self.layer_windows, mask, t, past, device)
 
     def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, bounded: bool = False, dtype=None,
                    device=None):
@@ -182,14 +179,7 @@ class DecoderOnlyLM(_Transformer):
         """The positions of ``t`` new tokens after ``past`` cached ones: ``past + arange(t)`` (T,) without a
         ``key_mask``, else (B, T) each token's index among its row's real tokens (``cumsum(key_mask) - 1``), so
         left padding does not shift them. ``key_mask`` (B, P + T) bool, ``True`` = real token, is checked."""
-        if key_mask is None:
-            return torch.arange(past, past + t, device=device)  # (T,)
-        check_tensor(key_mask, "key_mask", ndim=2)
-        if key_mask.dtype != torch.bool or key_mask.shape != (batch, past + t):
-            raise ValueError(f"key_mask must be bool (B, P + T) = ({batch}, {past + t}) with True = real token, "
-                             f"got {key_mask.dtype} {tuple(key_mask.shape)}")
-        counted = (key_mask.long().cumsum(dim=-1) - 1).clamp(min=0)  # (B, P + T): index among real tokens
-        return counted[:, past:]  # (B, P + T) -> (B, T)
+        return positions_from_mask(key_mask, past, t, batch, device)
 
     def hidden_states(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None, attn_mask=None,
                       _inter: Intermediates | None = None) -> torch.Tensor:

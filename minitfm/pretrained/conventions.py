@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from minitfm.config import ModelConfig
-from minitfm.pretrained.families import (DECODER_FAMILIES, _refuse, decoder_config_from_hf, decoder_config_json,
-                                         special_ids)
+from minitfm.pretrained.families import DECODER_FAMILIES, _refuse, decoder_config_from_hf, special_ids
+from minitfm.pretrained.family_json import decoder_config_json
 from minitfm.pretrained.files import check_config_fields
 
 

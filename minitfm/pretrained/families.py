@@ -3,13 +3,11 @@
 Llama 2 and 3, Mistral, Qwen 2 and 3, Gemma 1-3, Phi-3, OLMo 2, SmolLM3, Mixtral and Qwen3-MoE are one
 architecture (RMSNorm, RoPE, a gated FFN, grouped-query attention) with a few settings changed per family.
 :data:`DECODER_FAMILIES` says which, one row per ``model_type``; :func:`decoder_config_from_hf` reads every
-setting a family has (refusing, with its name, a value minitfm's models do not have), and
-:func:`decoder_config_json` writes a config in a family's terms, leaving out what the family cannot hold, so that
-:func:`minitfm.pretrained.conventions.model_family` sees the loss on the way back.
+setting a family has (refusing, with its name, a value minitfm's models do not have);
+:mod:`minitfm.pretrained.family_json` writes a config back in a family's terms.
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -45,7 +43,8 @@ DECODER_FAMILIES = {
     "gemma3_text": Family("Gemma3ForCausalLM", norm="rms_offset", qk_norm="head", sublayer_norm="both", gemma=True,
                           layer_types=True, bias="none", tied=True),
     "phi3": Family("Phi3ForCausalLM", bias="none"),
-    "olmo2": Family("Olmo2ForCausalLM", qk_norm="all", sublayer_norm="output", bias="none"),
+    "olmo2": Family("Olmo2ForCausalLM", qk_norm="all", sublayer_norm="output", bias="none", windows=False),
+    "olmo3": Family("Olmo3ForCausalLM", qk_norm="all", sublayer_norm="output", layer_types=True, bias="none"),
     "smollm3": Family("SmolLM3ForCausalLM", window_flag=True, layer_types=True, tied=True),
     "mixtral": Family("MixtralForCausalLM", bias="none", experts="mixtral"),
     "qwen3_moe": Family("Qwen3MoeForCausalLM", qk_norm="head", window_flag=True, layer_types=True, bias="none",
@@ -54,16 +53,16 @@ DECODER_FAMILIES = {
 # transformers' defaults (its 5.25 config classes) for the keys a config.json may leave out, per family ("*": the
 # others): a file without the key reads as transformers reads it, never with a default of minitfm's own
 _DEFAULTS = {
-    "rms_norm_eps": {"phi3": 1e-5, "olmo2": 1e-5, "mixtral": 1e-5, "*": 1e-6},
-    "rope_theta": {"smollm3": 2e6, "mixtral": 1e6, "gemma3_text": 1e6, "*": 1e4},
-    "rope_local_base_freq": {"*": 1e4},
+    "rms_norm_eps": {"phi3": 1e-5, "olmo2": 1e-5, "olmo3": 1e-5, "mixtral": 1e-5, "*": 1e-6},
+    "rope_theta": {"smollm3": 2e6, "mixtral": 1e6, "gemma3_text": 1e6, "olmo3": 5e5, "*": 1e4},
+    "rope_local_base_freq": {"olmo3": 5e5, "*": 1e4},  # OLMo 3: an older file's rope_theta leaves the sliding at 5e5
     "hidden_act": {"gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh", "gemma3_text": "gelu_pytorch_tanh",
                    "*": "silu"},
     "head_dim": {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "*": None},  # None: D / H
     "num_key_value_heads": {"mistral": 8, "qwen2": 32, "qwen3": 32, "gemma": 16, "gemma2": 4, "gemma3_text": 4,
                             "smollm3": 4, "mixtral": 8, "qwen3_moe": 4, "*": None},  # None: one per query head
     "sliding_window": {"mistral": 4096, "qwen2": 4096, "qwen3": 4096, "qwen3_moe": 4096, "gemma2": 4096,
-                       "gemma3_text": 4096, "*": None},
+                       "gemma3_text": 4096, "olmo3": 4096, "*": None},
     "max_window_layers": {"qwen3_moe": 0, "*": 28},  # transformers' Qwen3-MoE has none: every layer
     "sliding_window_pattern": {"*": 6},
     "query_pre_attn_scalar": {"*": 256},
@@ -120,7 +119,7 @@ def rope_from_hf(hf: dict, model_type: str = "llama") -> dict:
     ``partial_rotary_factor`` (Phi-3 in transformers 4's layout) counts as transformers 5 moves it into the RoPE."""
     params = dict(hf.get("rope_parameters") or {})
     top = {"partial_rotary_factor": hf["partial_rotary_factor"]} if "partial_rotary_factor" in hf else {}
-    if model_type == "gemma3_text" and not ({"full_attention", "sliding_attention"} & set(params)):
+    if model_type in ("gemma3_text", "olmo3") and not ({"full_attention", "sliding_attention"} & set(params)):
         params = {"full_attention": {**(hf.get("rope_scaling") or {}), **params}}  # an older file: scaling is global
     if "full_attention" in params or "sliding_attention" in params:  # Gemma 3: a base per kind of layer
         out = _one_rope({"rope_theta": family_value(hf, "rope_theta", model_type), **top,
@@ -141,6 +140,8 @@ def _layer_types(hf: dict, model_type: str, n_layers: int) -> list:
     if model_type in ("gemma2", "gemma3_text"):  # every 2nd (Gemma 2) or 6th (Gemma 3) layer sees everything
         period = 2 if model_type == "gemma2" else family_value(hf, "sliding_window_pattern", model_type)
         sliding = [bool((i + 1) % period) for i in range(n_layers)]
+    elif model_type == "olmo3":  # every 4th layer sees everything
+        sliding = [bool((i + 1) % 4) for i in range(n_layers)]
     elif model_type == "smollm3":  # windows on the NoPE layers only
         sliding = [not rope for rope in _rope_layers(hf, n_layers)]
     else:  # the Qwen family: from layer max_window_layers on
@@ -261,62 +262,3 @@ def special_ids(hf: dict, vocab: int) -> dict:
     if pad in (bos, eos):
         pad = None  # a pad that is also <bos>/<eos> (a common GPT-2 set-up) is no padding token of its own
     return {"bos_id": bos, "eos_id": eos, "pad_id": pad}
-
-
-def _rope_json(c: ModelConfig) -> dict:
-    rope = {"rope_theta": c.rope_base, "rope_type": "default"}
-    if c.rope_scale != 1.0:
-        rope.update(rope_type="linear", factor=c.rope_scale)
-    if c.rope_scaling is not None:
-        s = c.rope_scaling
-        rope.update(rope_type=s.kind, factor=s.factor, original_max_position_embeddings=s.original_max_len)
-        if s.kind == "llama3":
-            rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor)
-        else:
-            rope.update(beta_fast=s.beta_fast, beta_slow=s.beta_slow, truncate=s.truncate,
-                        **{k: getattr(s, k) for k in ("attention_factor", "mscale", "mscale_all_dim")
-                           if getattr(s, k) is not None})
-    return rope
-
-
-def decoder_config_json(c: ModelConfig, model_type: str) -> dict:
-    """``c`` (resolved) as family ``model_type``'s ``config.json``; what the family cannot hold is left out."""
-    fam = DECODER_FAMILIES[model_type]
-    act = {"geglu_tanh": "gelu_pytorch_tanh", "geglu": "gelu"}.get(c.ffn, "silu") if fam.gemma else "silu"
-    rope = _rope_json(c)
-    out = {"model_type": model_type, "architectures": [fam.cls], "vocab_size": c.vocab_size, "hidden_size": c.d_model,
-           "intermediate_size": c.d_ff, "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads,
-           "num_key_value_heads": c.n_kv_heads, "head_dim": c.d_head, "max_position_embeddings": c.max_seq_len,
-           "rms_norm_eps": c.norm_eps, "attention_dropout": 0.0, "tie_word_embeddings": c.tie_embeddings,
-           "hidden_activation" if fam.gemma and model_type != "gemma" else "hidden_act": act,
-           "rope_parameters": rope, "bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}
-    if fam.bias == "llama":
-        out.update(attention_bias=c.bias, mlp_bias=c.bias)
-    windowed = [c.layer_window(i) is not None for i in range(c.n_layers)]
-    if fam.layer_types:
-        out["layer_types"] = ["sliding_attention" if w else "full_attention" for w in windowed]
-        out["sliding_window"] = c.sliding_window
-        if fam.window_flag:
-            out.update(use_sliding_window=c.sliding_window is not None, max_window_layers=0)
-    elif fam.windows:  # Mistral, Phi-3, Mixtral: one window for every layer (null, not left out: Mistral's default is
-        out["sliding_window"] = c.sliding_window if all(windowed) else None  # 4096)
-    if fam.gemma and model_type != "gemma":
-        out["query_pre_attn_scalar"] = c.d_head if c.attn_scale is None else _pre_attn_scalar(c.attn_scale)
-        out.update(attn_logit_softcapping=c.attn_softcap, final_logit_softcapping=c.final_softcap)
-    if model_type == "gemma3_text":
-        local = {"rope_theta": c.rope_base if c.rope_local_base is None else c.rope_local_base, "rope_type": "default"}
-        out["rope_parameters"] = {"full_attention": rope, "sliding_attention": local}
-    if model_type == "smollm3":
-        out["no_rope_layers"] = [int(i not in c.nope_layers) for i in range(c.n_layers)]
-    if fam.experts == "mixtral":
-        out.update(num_local_experts=c.n_experts, num_experts_per_tok=c.experts_per_token)
-    elif fam.experts == "qwen":
-        out.update(num_local_experts=c.n_experts, num_experts_per_tok=c.experts_per_token, moe_intermediate_size=c.d_ff,
-                   norm_topk_prob=c.renormalize_experts, decoder_sparse_step=1, mlp_only_layers=[])
-    return out
-
-
-def _pre_attn_scalar(scale: float) -> float | int:
-    """query_pre_attn_scalar q with q^-0.5 = ``scale``: an int when it is one (as published configs write it)."""
-    q = scale ** -2
-    return round(q) if math.isclose(q, round(q), rel_tol=1e-12) else q

@@ -58,6 +58,10 @@ FAMILIES = {
                "QK-norm (1 + w), sandwich norms, local RoPE base, scaled global RoPE"),
     "phi3": ("Phi3Config", {**_rope(), "sliding_window": WINDOW}, "fused qkv and gate_up, sliding window"),
     "olmo2": ("Olmo2Config", _rope(), "norms on the sublayers' outputs, QK-norm over all heads"),
+    "olmo3": ("Olmo3Config", {"sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
+        "full_attention": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 500.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}}},
+              "OLMo 2's norms with local/global layers, each kind its own RoPE (YaRN on the global ones)"),
     "smollm3": ("SmolLM3Config", {**_rope(), "no_rope_layers": [1, 0, 1]}, "a NoPE layer"),
     "mixtral": ("MixtralConfig", {**_rope(), "num_local_experts": 4, "num_experts_per_tok": 2,
                                   "sliding_window": WINDOW}, "top-2 of 4 experts, renormalised; sliding window"),
