@@ -11,7 +11,8 @@ field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 
 ``ffn="geglu_tanh"`` (Gemma), ``attn_scale``, ``attn_softcap``/``final_softcap`` (Gemma 2), ``sliding_window``
 with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
-``renormalize_experts`` (Mixtral, Qwen3-MoE). Which layer does what is answered in one place,
+``renormalize_experts`` (Mixtral, Qwen3-MoE), and Ministral 3's query temperature ``attn_temperature`` (with
+``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
 :meth:`ModelConfig.layer_window` and :meth:`ModelConfig.layer_rope`. Three fields may be left ``None`` and mean
 "the usual default":
 ``n_kv_heads`` (= H, ordinary multi-head attention), ``d_ff`` (4 D, or 8/3 D for SwiGLU) and the two
@@ -34,6 +35,7 @@ from minitfm.layers.rope_scaling import RopeScaling
 
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
 SUBLAYER_NORMS = ("input", "output", "both")
+ATTN_TEMPERATURES = ("ministral3",)  # the query temperatures ModelConfig.attn_temperature names
 
 
 @dataclass
@@ -80,6 +82,9 @@ class ModelConfig:
     n_experts: Optional[int] = None  # E: a mixture-of-experts FFN in every layer (Mixtral); None = dense
     experts_per_token: int = 2  # k of the top-k routing
     renormalize_experts: bool = True  # the k chosen router probabilities divided by their sum (Mixtral)
+    attn_temperature: Optional[str] = None  # "ministral3": queries times 1 + beta log(1 + floor(p / length)); None = 1
+    attn_temperature_beta: float = 0.1  # beta of attn_temperature (Ministral 3's llama_4_scaling_beta)
+    attn_temperature_length: int = 8192  # its step in positions (Ministral 3: the pretraining context of its YaRN)
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -111,7 +116,7 @@ class ModelConfig:
         GPT-2-style config prints as it always did."""
         fields = dataclasses.fields(self)
         first = [f.name for f in fields].index("head_dim")
-        last = [f.name for f in fields].index("renormalize_experts")
+        last = [f.name for f in fields].index("attn_temperature_length")
         shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
         return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
@@ -147,6 +152,10 @@ class ModelConfig:
                                                    or not 0 <= i < self.n_layers for i in value):
                 raise ValueError(f"{name} must be a tuple of layer indices in [0, n_layers={self.n_layers}), "
                                  f"got {value!r}")
+        if self.attn_temperature is not None:
+            check_choice(self.attn_temperature, "attn_temperature", ATTN_TEMPERATURES)
+        check_number(self.attn_temperature_beta, "attn_temperature_beta", low=0.0)
+        check_positive_int(self.attn_temperature_length, "attn_temperature_length")
         if self.sliding_layers is not None and self.sliding_window is None:
             raise ValueError(f"sliding_layers={self.sliding_layers} needs a sliding_window")
         rope_options = self.nope_layers or self.rope_local_base is not None or self.rope_scaling is not None

@@ -50,3 +50,20 @@ def test_presets_are_valid_and_overridable():
 def test_inconsistent_configs_raise(kwargs, kind, match):
     with pytest.raises(kind, match=match):
         ModelConfig(**kwargs)
+
+
+def test_attn_temperature_is_checked_and_decoder_only():
+    """Ministral 3's query temperature (issue 48): one named kind, a beta >= 0 and a length >= 1."""
+    import minitfm
+
+    cfg = ModelConfig.tiny(attn_temperature="ministral3", attn_temperature_beta=0.5, attn_temperature_length=4)
+    assert "attn_temperature='ministral3'" in repr(cfg) and "attn_temperature" not in repr(ModelConfig.tiny())
+    with pytest.raises(ValueError, match="attn_temperature"):
+        ModelConfig.tiny(attn_temperature="llama5")
+    with pytest.raises((TypeError, ValueError), match="attn_temperature_beta"):
+        ModelConfig.tiny(attn_temperature="ministral3", attn_temperature_beta=-1.0)
+    with pytest.raises((TypeError, ValueError), match="attn_temperature_length"):
+        ModelConfig.tiny(attn_temperature="ministral3", attn_temperature_length=0)
+    with pytest.raises(ValueError, match="attn_temperature"):
+        minitfm.EncoderDecoder(cfg)
+    assert minitfm.DecoderOnlyLM(cfg).layers[0].self_attn.temperature == (0.5, 4)

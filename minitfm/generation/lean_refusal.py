@@ -38,11 +38,13 @@ _FLOAT_TYPES = (torch.float32, torch.float64)
 LEAN_CONFIG_FIELDS = frozenset({
     "vocab_size", "d_model", "n_heads", "n_kv_heads", "d_ff", "n_layers", "n_encoder_layers", "n_decoder_layers",
     "max_seq_len", "norm", "norm_first", "pos", "ffn", "bias", "dropout", "tie_embeddings", "scale_embeddings",
-    "attn_impl", "rope_base", "rope_scale", "norm_eps", "head_dim", "qkv_bias", "qk_norm", "sublayer_norm",
+    "attn_impl", "rope_base", "rope_scale", "norm_eps", "norm_bias", "head_dim", "qkv_bias", "qk_norm", "sublayer_norm",
     "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers",
     "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
-    "eos_id",
+    "eos_id", "attn_temperature", "attn_temperature_beta", "attn_temperature_length",
 })  # n_experts: a mixture of experts is refused below by its module type, MoEFeedForward
+# The fields of LEAN_CONFIG_FIELDS the lean step does not compute: refused, by name, unless at their default (issue 48)
+LEAN_REFUSED_FIELDS = frozenset({"attn_temperature"})  # Ministral 3's query temperature: the modules only
 
 
 def _hooks_of(obj, names) -> bool | None:
@@ -79,12 +81,14 @@ def refusal(model) -> str | None:
     if dataclasses.is_dataclass(c):
         for f in dataclasses.fields(c):
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            if f.name not in LEAN_CONFIG_FIELDS and getattr(c, f.name) != default:
+            if (f.name not in LEAN_CONFIG_FIELDS or f.name in LEAN_REFUSED_FIELDS) and getattr(c, f.name) != default:
                 return f"the config's {f.name}={getattr(c, f.name)!r} is an option the lean step does not implement"
     if c.attn_softcap is not None and c.pos == "alibi":
         return "the attention soft-cap with ALiBi's bias is computed by the modules only"
     for i, block in enumerate(model.layers):
         attn = block.self_attn
+        if getattr(attn, "temperature", None) is not None:
+            return f"layer {i}'s attention has a query temperature {attn.temperature}, which the modules compute only"
         if block.cross_attn is not None or (attn.d_model, attn.n_heads, attn.n_kv_heads, attn.d_head) != \
                 (c.d_model, c.n_heads, c.n_kv_heads, c.d_head):
             return f"layer {i}'s attention does not have the config's heads, or has cross-attention"

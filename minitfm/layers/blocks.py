@@ -68,7 +68,9 @@ def _attention(config: ModelConfig) -> MultiHeadAttention:
     return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, bias=config.bias,
                               dropout=config.dropout, impl=config.attn_impl, d_head=config.head_dim,
                               qkv_bias=config.qkv_bias, qk_norm=config.qk_norm, qk_norm_kind=qk_kind,
-                              norm_eps=config.norm_eps, scale=config.attn_scale, softcap=config.attn_softcap)
+                              norm_eps=config.norm_eps, scale=config.attn_scale, softcap=config.attn_softcap,
+                              temperature=None if config.attn_temperature is None else
+                              (config.attn_temperature_beta, config.attn_temperature_length))
 
 
 def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:

@@ -9,7 +9,8 @@ head of size D: splitting is free, only the attention pattern changes.
 
 Options of today's open models: QK-norm (an RMSNorm on the queries and keys before RoPE, per head as in
 Qwen 3 and Gemma 3, or over all heads at once as in OLMo 2), biases on q/k/v only (Qwen 2), another score
-scale than 1/sqrt(Dh) (Gemma 2/3's ``query_pre_attn_scalar``), and Gemma 2's soft cap on the scores.
+scale than 1/sqrt(Dh) (Gemma 2/3's ``query_pre_attn_scalar``), Gemma 2's soft cap on the scores, and Ministral 3's
+query temperature, which grows with the position (``temperature``).
 """
 from __future__ import annotations
 
@@ -43,12 +44,15 @@ class MultiHeadAttention(nn.Module):
         qk_norm_kind, norm_eps: that norm's kind (``"rms"`` or Gemma's ``"rms_offset"``) and epsilon.
         scale: the scores' multiplier; ``None`` = 1 / sqrt(Dh).
         softcap: cap the scores at +-softcap with c tanh(s / c) (Gemma 2); forces the manual path.
+        temperature: ``(beta, length)``: self-attention's queries at position p, after RoPE, times
+            1 + beta log(1 + floor(p / length)) (Ministral 3's ``llama_4_scaling_beta``); ``None`` = 1.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
                  dropout: float = 0.0, impl: str = "manual", *, d_head: int | None = None,
                  qkv_bias: bool | None = None, qk_norm: str = "none", qk_norm_kind: str = "rms",
-                 norm_eps: float = 1e-6, scale: float | None = None, softcap: float | None = None):
+                 norm_eps: float = 1e-6, scale: float | None = None, softcap: float | None = None,
+                 temperature: tuple | None = None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
@@ -57,6 +61,12 @@ class MultiHeadAttention(nn.Module):
         for name, value in (("scale", scale), ("softcap", softcap)):
             if value is not None:
                 check_number(value, name, low=0.0, low_open=True)
+        if temperature is not None:
+            if not isinstance(temperature, tuple) or len(temperature) != 2:
+                raise TypeError(f"temperature must be a (beta, length) tuple or None, got {temperature!r}")
+            check_number(temperature[0], "temperature's beta", low=0.0)
+            check_positive_int(temperature[1], "temperature's length")
+        self.temperature = temperature
         if d_head is not None:
             check_positive_int(d_head, "d_head")
         elif d_model % n_heads:
@@ -97,6 +107,15 @@ class MultiHeadAttention(nn.Module):
             h = norm(h)  # over all heads' features at once (OLMo 2)
         h = self.split_heads(h, n_heads)  # (B, T, n_heads * Dh) -> (B, n_heads, T, Dh)
         return norm(h) if self.qk_norm == "head" else h  # per head (Qwen 3, Gemma 3)
+
+    def temper(self, q: torch.Tensor, offset: int, positions: torch.Tensor | None) -> torch.Tensor:
+        """q (B, H, T_q, Dh) times tau(p) = 1 + beta log(1 + floor(p / length)) at its positions (``positions``
+        (T_q,) or (B, T_q), else ``offset + arange(T_q)``), tau computed in float32 as transformers does."""
+        beta, length = self.temperature
+        if positions is None:
+            positions = torch.arange(offset, offset + q.shape[-2], device=q.device)
+        tau = 1 + beta * torch.log(1 + torch.floor(positions / length))  # (T_q,) or (B, T_q), float32
+        return q * (tau[:, None] if tau.dim() == 1 else tau[:, None, :, None]).to(q.dtype)
 
     def project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``source`` (B, T_k, D), each (B, H_kv, T_k, Dh)."""
@@ -159,6 +178,8 @@ class MultiHeadAttention(nn.Module):
             if rope is not None:
                 q = rope(q, offset=offset, positions=positions)
                 k = rope(k, offset=offset, positions=positions)
+            if self.temperature is not None and memory is None:
+                q = self.temper(q, offset, positions)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, Dh)
                 if k.shape[-2] < offset + q.shape[-2]:  # a bounded cache returned only the latest keys:

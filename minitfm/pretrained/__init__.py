@@ -1,5 +1,5 @@
 """Published checkpoints (chapter 13): GPT-2, Llama 2 and 3, Mistral, Qwen 2 and 3, Gemma 1-3, Phi-3, OLMo 2,
-SmolLM3, OLMo 3, Mixtral and Qwen3-MoE load into :class:`~minitfm.models.DecoderOnlyLM`, and back.
+SmolLM3, OLMo 3, Ministral 3, Mixtral and Qwen3-MoE load into :class:`~minitfm.models.DecoderOnlyLM`, and back.
 
 ==========================  ==============================================================================
 ``conventions``             what differs between a published model and the book's; ``config.json`` both ways

@@ -146,6 +146,8 @@ def _architecture(config: ModelConfig) -> ModelConfig:
         blank["rope_local_base"] = None
     if c.n_experts is None:
         blank.update(experts_per_token=2, renormalize_experts=True)
+    if c.attn_temperature is None or c.attn_temperature_beta == 0:
+        blank.update(attn_temperature=None, attn_temperature_beta=0.1, attn_temperature_length=8192)
     return dataclasses.replace(c, **blank)
 
 

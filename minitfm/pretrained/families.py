@@ -35,6 +35,7 @@ class Family:
 DECODER_FAMILIES = {
     "llama": Family("LlamaForCausalLM", windows=False),
     "mistral": Family("MistralForCausalLM"),
+    "ministral3": Family("Ministral3ForCausalLM", bias="none"),
     "qwen2": Family("Qwen2ForCausalLM", window_flag=True, layer_types=True, bias="qkv"),
     "qwen3": Family("Qwen3ForCausalLM", qk_norm="head", window_flag=True, layer_types=True, bias="none"),
     "gemma": Family("GemmaForCausalLM", norm="rms_offset", gemma=True, bias="none", tied=True, windows=False),
@@ -53,13 +54,13 @@ DECODER_FAMILIES = {
 # transformers' defaults (its 5.25 config classes) for the keys a config.json may leave out, per family ("*": the
 # others): a file without the key reads as transformers reads it, never with a default of minitfm's own
 _DEFAULTS = {
-    "rms_norm_eps": {"phi3": 1e-5, "olmo2": 1e-5, "olmo3": 1e-5, "mixtral": 1e-5, "*": 1e-6},
+    "rms_norm_eps": {"phi3": 1e-5, "olmo2": 1e-5, "olmo3": 1e-5, "ministral3": 1e-5, "mixtral": 1e-5, "*": 1e-6},
     "rope_theta": {"smollm3": 2e6, "mixtral": 1e6, "gemma3_text": 1e6, "olmo3": 5e5, "*": 1e4},
     "rope_local_base_freq": {"olmo3": 5e5, "*": 1e4},  # OLMo 3: an older file's rope_theta leaves the sliding at 5e5
     "hidden_act": {"gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh", "gemma3_text": "gelu_pytorch_tanh",
                    "*": "silu"},
-    "head_dim": {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "*": None},  # None: D / H
-    "num_key_value_heads": {"mistral": 8, "qwen2": 32, "qwen3": 32, "gemma": 16, "gemma2": 4, "gemma3_text": 4,
+    "head_dim": {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "ministral3": 128, "*": None},  # None: D / H
+    "num_key_value_heads": {"mistral": 8, "ministral3": 8, "qwen2": 32, "qwen3": 32, "gemma": 16, "gemma2": 4, "gemma3_text": 4,
                             "smollm3": 4, "mixtral": 8, "qwen3_moe": 4, "*": None},  # None: one per query head
     "sliding_window": {"mistral": 4096, "qwen2": 4096, "qwen3": 4096, "qwen3_moe": 4096, "gemma2": 4096,
                        "gemma3_text": 4096, "olmo3": 4096, "*": None},
@@ -208,6 +209,8 @@ def _biases(hf: dict, fam: Family) -> dict:
 def decoder_config_from_hf(hf: dict, model_type: str) -> ModelConfig:
     """The ModelConfig of a Llama-like ``config.json`` of family ``model_type`` (dropout off)."""
     fam = DECODER_FAMILIES[model_type]
+    if model_type == "ministral3" and not any(k in hf for k in ("rope_parameters", "rope_scaling", "rope_theta")):
+        hf = {**hf, "rope_parameters": dict(MINISTRAL3_ROPE)}
     act = hf.get("hidden_activation") or family_value(hf, "hidden_act", model_type)
     if model_type == "gemma" and act == "gelu":
         act = "gelu_pytorch_tanh"  # transformers reads Gemma 1's legacy "gelu" as the tanh GELU it was trained with
@@ -235,7 +238,29 @@ def decoder_config_from_hf(hf: dict, model_type: str) -> ModelConfig:
         extra["nope_layers"] = tuple(i for i, rope in enumerate(_rope_layers(hf, n_layers)) if not rope)
     if fam.experts:
         extra.update(_experts(hf, fam))
+    if model_type == "ministral3":
+        extra.update(_temperature(hf))
     return ModelConfig(**{**fields, **extra})
+
+
+# transformers' Ministral3Config fills in this RoPE when a file has none
+MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
+                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}
+
+
+def _temperature(hf: dict) -> dict:
+    """Ministral 3's query temperature: 1 + beta log(1 + floor(p / L)), beta its RoPE's ``llama_4_scaling_beta`` and
+    L its ``original_max_position_embeddings`` (both must be there: transformers computes with them)."""
+    rope = hf.get("rope_parameters") or {}
+    beta, length = rope.get("llama_4_scaling_beta"), rope.get("original_max_position_embeddings")
+    _refuse(beta is None or length is None, "rope_parameters without", ["llama_4_scaling_beta",
+            "original_max_position_embeddings"], "Ministral 3 scales its queries with both")
+    check = isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta < 0 or isinstance(length, bool) \
+        or not isinstance(length, int) or length < 1
+    _refuse(check, "llama_4_scaling_beta/original_max_position_embeddings", (beta, length), "a number >= 0, an int >= 1")
+    if beta == 0:  # tau = 1 everywhere
+        return {}
+    return {"attn_temperature": "ministral3", "attn_temperature_beta": float(beta), "attn_temperature_length": length}
 
 
 def special_ids(hf: dict, vocab: int) -> dict:

@@ -54,6 +54,13 @@ def decoder_config_json(c: ModelConfig, model_type: str) -> dict:
     if model_type in ("gemma3_text", "olmo3"):
         local = {"rope_theta": c.rope_base if c.rope_local_base is None else c.rope_local_base, "rope_type": "default"}
         out["rope_parameters"] = {"full_attention": rope, "sliding_attention": local}
+    if model_type == "ministral3" and c.attn_temperature == "ministral3":
+        length = out["rope_parameters"].setdefault("original_max_position_embeddings", c.attn_temperature_length)
+        if length == c.attn_temperature_length:  # otherwise left out: model_family sees the temperature lost
+            out["rope_parameters"]["llama_4_scaling_beta"] = c.attn_temperature_beta
+    elif model_type == "ministral3":
+        out["rope_parameters"]["llama_4_scaling_beta"] = 0.0
+        out["rope_parameters"].setdefault("original_max_position_embeddings", c.max_seq_len)
     if model_type == "smollm3":
         out["no_rope_layers"] = [int(i not in c.nope_layers) for i in range(c.n_layers)]
     if fam.experts == "mixtral":

@@ -150,3 +150,25 @@ def test_memory_with_another_batch_size_raises_a_clear_error():
             mha(torch.randn(b_x, 2, 16), torch.randn(b_memory, 4, 16))
     out, _ = mha(torch.randn(3, 2, 16), torch.randn(1, 4, 16))  # one memory shared by the batch still works
     assert out.shape == (3, 2, 16)
+
+
+def test_query_temperature_scales_the_queries_by_position_and_agrees_with_the_cache():
+    """Ministral 3 (issue 48): queries at position p times 1 + beta log(1 + floor(p / L)), cached or not."""
+    torch.manual_seed(0)
+    hot = MultiHeadAttention(16, 4, 2, bias=False, temperature=(0.5, 4)).eval()
+    plain = MultiHeadAttention(16, 4, 2, bias=False).eval()
+    plain.load_state_dict(hot.state_dict())
+    x, rope = torch.randn(2, 12, 16), RotaryEmbedding(4)
+    full, _ = hot(x, mask=causal_mask(12, 12), rope=rope)
+    cold, _ = plain(x, mask=causal_mask(12, 12), rope=rope)
+    assert_close(full[:, :3], cold[:, :3])  # floor(p / 4) = 0: tau = 1
+    assert (full[:, 4:] - cold[:, 4:]).abs().max() > 1e-3
+    q = hot.project(x, hot.q_proj, None, 4)
+    tau = 1 + 0.5 * torch.log(1 + torch.floor(torch.arange(12) / 4))
+    assert_close(hot.temper(q, 0, None), q * tau[:, None])
+    cache = KVCache(2, 2, 12, 4)
+    steps = [hot(x[:, i:i + 1], rope=rope, cache=cache)[0] for i in range(12)]
+    assert_close(torch.cat(steps, dim=1), full)
+    for bad in [0.5, (0.5,), ("a", 4)]:
+        with pytest.raises((TypeError, ValueError), match="temperature"):
+            MultiHeadAttention(16, 4, temperature=bad)
