@@ -22,7 +22,7 @@ def test_every_public_name_is_documented_and_exported():
             assert obj.__doc__ and len(obj.__doc__.strip()) > 20, name
     modules = {m.name for m in pkgutil.iter_modules(finetuning.__path__) if not m.name.startswith("_")}
     assert modules == {"lora", "adapters", "chat", "packing", "classification", "sft", "tasks", "answering",
-                       "new_tokens"}
+                       "new_tokens", "skills", "people"}
     for module in modules:
         assert f"``{module}``" in finetuning.__doc__
         assert module not in finetuning.__all__
