@@ -11,9 +11,10 @@ field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 
 ``ffn="geglu_tanh"`` (Gemma), ``attn_scale``, ``attn_softcap``/``final_softcap`` (Gemma 2), ``sliding_window``
 with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
-``renormalize_experts`` (Mixtral, Qwen3-MoE), and Ministral 3's query temperature ``attn_temperature`` (with
+``renormalize_experts`` (Mixtral, Qwen3-MoE) with DeepSeek's ``routed`` experts in the ``moe_layers``, latent
+attention ``mla`` (DeepSeek-V2/V3), and Ministral 3's query temperature ``attn_temperature`` (with
 ``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
-:meth:`ModelConfig.layer_window` and :meth:`ModelConfig.layer_rope`. Three fields may be left ``None`` and mean
+:meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_rope` and :meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
 "the usual default":
 ``n_kv_heads`` (= H, ordinary multi-head attention), ``d_ff`` (4 D, or 8/3 D for SwiGLU) and the two
 encoder-decoder depths (= ``n_layers``). :meth:`ModelConfig.resolved` fills them in; models store the
@@ -26,6 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
+from minitfm._config_parts import LatentDims, RoutedExperts
 from minitfm._checks import check_choice, check_number, check_positive_int, check_probability
 from minitfm.layers.attention import IMPLEMENTATIONS
 from minitfm.layers.feedforward import FFN_KINDS, GATED, swiglu_hidden_size
@@ -85,6 +87,9 @@ class ModelConfig:
     attn_temperature: Optional[str] = None  # "ministral3": queries times 1 + beta log(1 + floor(p / length)); None = 1
     attn_temperature_beta: float = 0.1  # beta of attn_temperature (Ministral 3's llama_4_scaling_beta)
     attn_temperature_length: int = 8192  # its step in positions (Ministral 3: the pretraining context of its YaRN)
+    mla: Optional[LatentDims] = None  # multi-head latent attention in every layer (DeepSeek-V2/V3); None = MHA/GQA
+    routed: Optional[RoutedExperts] = None  # DeepSeek-style routing of the n_experts; None = chapter 11's MoE
+    moe_layers: Optional[tuple] = None  # the layers with experts (the others: a dense FFN of d_ff); None = every layer
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -116,7 +121,7 @@ class ModelConfig:
         GPT-2-style config prints as it always did."""
         fields = dataclasses.fields(self)
         first = [f.name for f in fields].index("head_dim")
-        last = [f.name for f in fields].index("attn_temperature_length")
+        last = [f.name for f in fields].index("moe_layers")
         shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
         return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
@@ -141,7 +146,8 @@ class ModelConfig:
         if self.sublayer_norm != "input" and not self.norm_first:
             raise ValueError(f"sublayer_norm={self.sublayer_norm!r} places norms inside a Pre-LN block; Post-LN "
                              "(norm_first=False) has its own placement: use sublayer_norm='input' with it")
-        for name in ("sliding_layers", "nope_layers"):
+        self._check_latent_and_routed()
+        for name in ("sliding_layers", "nope_layers", "moe_layers"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -172,6 +178,30 @@ class ModelConfig:
         if self.sliding_window is None or (self.sliding_layers is not None and i not in self.sliding_layers):
             return None
         return self.sliding_window
+
+    def layer_moe(self, i: int) -> bool:
+        """True if layer ``i``'s FFN is a mixture of experts (``n_experts`` set, ``i`` in ``moe_layers`` or no list)."""
+        return self.n_experts is not None and (self.moe_layers is None or i in self.moe_layers)
+
+    def _check_latent_and_routed(self) -> None:
+        self.mla, self.routed = LatentDims.coerce(self.mla), RoutedExperts.coerce(self.routed)
+        if self.mla is not None:
+            lacking = {k: v for k, v in (("pos", self.pos), ("qk_norm", self.qk_norm), ("sliding_window",
+                       self.sliding_window), ("attn_softcap", self.attn_softcap), ("attn_scale", self.attn_scale),
+                       ("attn_temperature", self.attn_temperature), ("nope_layers", self.nope_layers))
+                       if v != {"pos": "rope", "qk_norm": "none", "nope_layers": ()}.get(k)}
+            kv = self.n_kv_heads not in (None, self.n_heads)
+            if kv or self.rope_scale != 1.0:
+                lacking.update(n_kv_heads=self.n_kv_heads, rope_scale=self.rope_scale)
+            if lacking:
+                raise ValueError(f"mla (latent attention) rotates with its own RoPE and caches one latent for every "
+                                 f"head: it needs pos='rope', n_kv_heads = n_heads, rope_scale 1 and none of the "
+                                 f"other attention options, got {lacking}")
+        if (self.routed is not None or self.moe_layers is not None) and self.n_experts is None:
+            raise ValueError("routed and moe_layers describe the experts: they need n_experts")
+        if self.moe_layers is not None and self.routed is None:
+            raise ValueError("moe_layers leaves some layers dense (width d_ff): give the experts' own width with "
+                             "routed=RoutedExperts(d_expert=...)")
 
     def layer_rope(self, i: int) -> str | None:
         """Which RoPE layer ``i`` rotates with: ``"global"``, ``"local"`` (the sliding layers of a config with

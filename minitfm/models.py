@@ -30,6 +30,7 @@ from minitfm._decoder_masks import positions_from_mask, window_masks
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
 from minitfm.layers.kv_cache import KVCache, SlidingKVCache
+from minitfm.layers.latent_attention import LatentKVCache
 from minitfm.layers.masks import causal_mask, causal_mask as _library_causal_mask, padding_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, alibi_bias
@@ -153,7 +154,7 @@ class DecoderOnlyLM(_Transformer):
     def __init__(self, config: ModelConfig):
         super().__init__(config)
         c = self.config
-        self.layers = nn.ModuleList(DecoderBlock(c, cross_attention=False) for _ in range(c.n_layers))
+        self.layers = nn.ModuleList(DecoderBlock(c, cross_attention=False, layer=i) for i in range(c.n_layers))
         self.layer_windows = [c.layer_window(i) for i in range(c.n_layers)]  # W or None, per layer
         self.layer_ropes = [c.layer_rope(i) for i in range(c.n_layers)]  # "global", "local" or None
         self.final_norm = self._final_norm()
@@ -166,8 +167,13 @@ class DecoderOnlyLM(_Transformer):
     def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, bounded: bool = False, dtype=None,
                    device=None):
         """One :class:`LayerCache` per layer, each holding up to ``max_seq_len`` tokens; ``bounded=True`` gives the
-        sliding-window layers a :class:`SlidingKVCache` that keeps only their window."""
+        sliding-window layers a :class:`SlidingKVCache` that keeps only their window; latent attention layers
+        (``config.mla``) a :class:`LatentKVCache`."""
         def cache(window):
+            if self.config.mla is not None:  # latent attention caches R + Dr numbers per token, for every head
+                m, weights = self.config.mla, self._new_cache(cache_cls, 1, 1, dtype, device)
+                return LatentKVCache(batch_size, max_seq_len, m.kv_lora_rank, m.qk_rope_head_dim,
+                                     dtype=weights.k.dtype, device=weights.k.device)
             if not bounded or window is None:
                 return self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device)
             return self._new_cache(SlidingKVCache, batch_size, max_seq_len, dtype, device, window=window)
@@ -198,6 +204,8 @@ class DecoderOnlyLM(_Transformer):
             if attn_mask.dtype != torch.bool or attn_mask.shape[0] not in (1, b) or attn_mask.shape[1:] != (1, t, past + t):
                 raise ValueError(f"attn_mask must be bool (B, 1, T, P + T) = ({b}, 1, {t}, {past + t}) with True = "
                                  f"may attend, got {attn_mask.dtype} {tuple(attn_mask.shape)}")
+            if self.config.mla is not None:
+                raise ValueError("latent attention (config.mla) masks causally and by key_mask only: no attn_mask")
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device)
@@ -211,7 +219,8 @@ class DecoderOnlyLM(_Transformer):
             for i, (layer, w) in enumerate(zip(self.layers, self.layer_windows)):
                 x, weights, _ = layer(x, mask=None if fast and w is None else masks[w], causal=fast and w is None,
                                       bias=bias, rope=ropes[self.layer_ropes[i]], positions=positions,
-                                      cache=None if caches is None else caches[i], need_weights=inter is not None)
+                                      cache=None if caches is None else caches[i], need_weights=inter is not None,
+                                      key_mask=key_mask)
                 if inter is not None:
                     inter.decoder_self.append(weights)
                     inter.decoder_hidden.append(x)
@@ -243,7 +252,7 @@ class EncoderDecoder(_Transformer):
         if c.pad_id is None:
             raise ValueError("an EncoderDecoder masks source padding by pad_id: give the config a pad_id, got None")
         decoder_only = {k: getattr(c, k) for k in ("sliding_window", "nope_layers", "rope_local_base", "final_softcap",
-                                                    "n_experts", "attn_temperature") if getattr(c, k) not in (None, ())}
+                                                    "n_experts", "attn_temperature", "mla") if getattr(c, k) not in (None, ())}
         if decoder_only:
             raise ValueError(f"these settings are the decoder-only models' (DecoderOnlyLM), got {decoder_only}")
         self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))

@@ -8,7 +8,8 @@ LayerNorm/RMSNorm around the sublayers, sandwich and output norms and final norm
 projection; 0 when tied to the embedding, since it is the same matrix).
 
 A mixture of experts stores E experts per layer but runs k of them for a token: :func:`active_params` counts
-what one token uses (Mixtral 8x7B: 46.7B stored, 12.9B per token).
+what one token uses (Mixtral 8x7B: 46.7B stored, 12.9B per token). Latent attention (``config.mla``) and routed
+experts (``config.routed``, only in ``config.moe_layers``, the other layers dense) are counted by their own sizes.
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from torch import nn
 
 from minitfm.config import ModelConfig
 from minitfm.layers.feedforward import GATED, FeedForward, SwiGLU
+from minitfm.layers.latent_attention import LatentAttention
 from minitfm.layers.moe import MoEFeedForward
 from minitfm.layers.multihead import MultiHeadAttention
 from minitfm.layers.norms import RMSNorm
 from minitfm.layers.positional import LearnedPositionalEmbedding
+from minitfm.layers.routed_moe import RoutedMoE, moe_params
 
 PARTS = ("embeddings", "attention", "ffn", "norms", "head")
 MODEL_KINDS = ("decoder_only", "encoder_decoder")
@@ -28,9 +31,9 @@ MODEL_KINDS = ("decoder_only", "encoder_decoder")
 def _part(name: str, module: nn.Module) -> str | None:
     if isinstance(module, LearnedPositionalEmbedding) or name == "tok_emb":
         return "embeddings"
-    if isinstance(module, MultiHeadAttention):  # its QK-norms too: they are inside it
+    if isinstance(module, (MultiHeadAttention, LatentAttention)):  # its QK-norms (latent norms) too: inside it
         return "attention"
-    if isinstance(module, (FeedForward, SwiGLU, MoEFeedForward)):  # SwiGLU covers GeGLU; MoE: router + experts
+    if isinstance(module, (FeedForward, SwiGLU, MoEFeedForward, RoutedMoE)):  # SwiGLU covers GeGLU; MoE: router + experts
         return "ffn"
     if isinstance(module, (nn.LayerNorm, RMSNorm)):
         return "norms"
@@ -76,12 +79,26 @@ def attention_params(c: ModelConfig) -> int:
     QK-norm's RMSNorm weights, 2 Dh for ``qk_norm="head"`` (one of width Dh for q, one for k, shared by the heads)
     or (H + H_kv) Dh for ``"all"`` (one over every query head's features, one over every key head's)."""
     c = _check(c)
+    if c.mla is not None:
+        return _latent_attention_params(c)
     q, kv = c.n_heads * c.d_head, c.n_kv_heads * c.d_head
     weights = c.d_model * q + 2 * c.d_model * kv + q * c.d_model
     qkv_bias = c.bias if c.qkv_bias is None else c.qkv_bias
     biases = (q + 2 * kv if qkv_bias else 0) + (c.d_model if c.bias else 0)
     qk_norm = {"none": 0, "head": 2 * c.d_head, "all": q + kv}[c.qk_norm]
     return weights + biases + qk_norm
+
+
+def _latent_attention_params(c: ModelConfig) -> int:
+    """Latent attention: queries D x H (Dn + Dr), or D x R_q (+ bias), an RMSNorm R_q and R_q x H (Dn + Dr); keys and
+    values D x (R + Dr) (+ bias), an RMSNorm R and R x H (Dn + Dv); out H Dv x D (+ bias D)."""
+    m, d, h = c.mla, c.d_model, c.n_heads
+    qk = h * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    r_q = m.q_lora_rank
+    queries = d * qk if r_q is None else d * r_q + (r_q if c.bias else 0) + r_q + r_q * qk
+    kv = d * (m.kv_lora_rank + m.qk_rope_head_dim) + (m.kv_lora_rank + m.qk_rope_head_dim if c.bias else 0) + \
+        m.kv_lora_rank + m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
+    return queries + kv + h * m.v_head_dim * d + (d if c.bias else 0)
 
 
 def mlp_params(c: ModelConfig) -> int:
@@ -101,6 +118,9 @@ def ffn_params(c: ModelConfig, active: bool = False) -> int:
         raise TypeError(f"active must be a bool, got {type(active).__name__}")
     if c.n_experts is None:
         return mlp_params(c)
+    if c.routed is not None:  # a layer of routed_moe.RoutedMoE: (total, active) from its own formula
+        r = c.routed
+        return moe_params(c.d_model, c.n_experts, c.experts_per_token, r.d_expert, r.n_shared_experts)[active]
     return c.d_model * c.n_experts + (c.experts_per_token if active else c.n_experts) * mlp_params(c)
 
 
@@ -136,7 +156,7 @@ def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str
     counts = {
         "embeddings": c.vocab_size * c.d_model + (c.max_seq_len * c.d_model if c.pos == "learned" else 0),
         "attention": n_attn * attention_params(c),
-        "ffn": n_ffn * ffn_params(c),
+        "ffn": n_ffn * ffn_params(c) - _dense_saving(c, n_ffn),
         "norms": n_norms * norm,
         "head": 0 if c.tie_embeddings else c.d_model * c.vocab_size,
     }
@@ -156,4 +176,12 @@ def active_params(config: ModelConfig, kind: str = "decoder_only") -> int:
     c = _check(config, "config")
     total = estimate_params(c, kind)["total"]
     n_ffn = c.n_layers if kind == "decoder_only" else c.n_encoder_layers + c.n_decoder_layers
-    return total - n_ffn * (ffn_params(c) - ffn_params(c, active=True))
+    n_moe = n_ffn - (n_ffn - len(c.moe_layers) if c.moe_layers is not None else 0)
+    return total - n_moe * (ffn_params(c) - ffn_params(c, active=True))
+
+
+def _dense_saving(c: ModelConfig, n_ffn: int) -> int:
+    """What the dense layers outside ``moe_layers`` hold less than a MoE layer (0 without such a list)."""
+    if c.moe_layers is None:
+        return 0
+    return (n_ffn - len(c.moe_layers)) * (ffn_params(c) - mlp_params(c))

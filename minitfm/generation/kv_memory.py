@@ -48,7 +48,8 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
                        dtype: torch.dtype | str = torch.float16) -> int:
     """The KV cache of a decoder-only :class:`~minitfm.config.ModelConfig` after ``seq_len`` tokens: a layer with a
     sliding window of W (``config.layer_window``: Mistral, Gemma 2/3) must keep only min(T, W) positions, the others
-    all T. Equal to :func:`kv_cache_bytes` for a model without windows. (minitfm's bounded
+    all T; a latent attention layer (``config.mla``, DeepSeek-V2/V3) keeps R + Dr numbers per token for all its heads.
+    Equal to :func:`kv_cache_bytes` for a model without windows or latents. (minitfm's bounded
     :class:`~minitfm.layers.kv_cache.SlidingKVCache` allocates min(max_seq_len, 2 W) positions: up to 2 W it is the
     plain buffer, beyond it a ring that writes each position twice, into 2 W slots, to keep the window one
     contiguous view: then it allocates twice what this counts for a windowed layer.)"""
@@ -56,6 +57,9 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
         raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
     check_positive_int(seq_len, "seq_len")
     c = config.resolved()
+    if c.mla is not None:  # latent attention: R + Dr numbers per token and layer, shared by every head
+        per_token = (c.mla.kv_lora_rank + c.mla.qk_rope_head_dim) * bytes_per_element(dtype) * batch_size
+        return c.n_layers * seq_len * per_token
     held = [seq_len if c.layer_window(i) is None else min(seq_len, c.layer_window(i)) for i in range(c.n_layers)]
     return sum(kv_cache_bytes(1, c.n_kv_heads, n, c.d_head, batch_size=batch_size, dtype=dtype) for n in held)
 
@@ -66,7 +70,8 @@ def allocated_cache_bytes(caches: Iterable) -> int:
     For preallocated :class:`~minitfm.layers.kv_cache.KVCache` objects this equals :func:`kv_cache_bytes` at
     ``seq_len = max_seq_len``: the memory is taken up front, whatever the current length.
     """
-    return sum(c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size() for c in caches)
+    return sum(c.nbytes if hasattr(c, "latent") else c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size()
+               for c in caches)  # a LatentKVCache holds latents and RoPE keys: its nbytes
 
 
 @dataclass(frozen=True)

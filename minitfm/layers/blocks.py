@@ -17,7 +17,10 @@ staying un-normalised in all three:
     "output" (OLMo 2):         x = x + out_norm(sublayer(x))
     "both"   (Gemma 2/3):      x = x + out_norm(sublayer(norm(x)))     (the "sandwich")
 
-A block's FFN is a mixture of experts when ``config.n_experts`` is set (its routing is not returned here).
+A block's FFN is a mixture of experts when ``config.layer_moe(layer)`` says so (chapter 11's, or a
+:class:`~minitfm.layers.routed_moe.RoutedMoE` with ``config.routed``; its routing is not returned here), and its
+self-attention is latent attention (:class:`~minitfm.layers.latent_attention.LatentAttention`, DeepSeek-V2/V3)
+with ``config.mla``: that layer masks by itself, from the ``key_mask`` of real tokens, and caches latents.
 """
 from __future__ import annotations
 
@@ -29,10 +32,12 @@ from torch import nn
 
 from minitfm.layers.feedforward import make_ffn
 from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.latent_attention import LatentAttention, LatentKVCache
 from minitfm.layers.moe import MoEFeedForward
 from minitfm.layers.multihead import MultiHeadAttention
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import RotaryEmbedding
+from minitfm.layers.routed_moe import RoutedMoE
 
 if TYPE_CHECKING:  # annotations only: the config imports the layers' option names
     from minitfm.config import ModelConfig
@@ -54,16 +59,27 @@ class LayerCache:
     def reorder(self, index: torch.Tensor) -> None:
         """Keep batch rows ``index`` (beam search)."""
         for cache in (self.self_attn, self.cross_attn):
-            if cache is not None:
+            if isinstance(cache, LatentKVCache):  # its two buffers, row by row
+                cache.latent, cache.k_rope = cache.latent.index_select(0, index), cache.k_rope.index_select(0, index)
+            elif cache is not None:
                 cache.reorder(index)
 
     def reset(self) -> None:
         for cache in (self.self_attn, self.cross_attn):
-            if cache is not None:
+            if isinstance(cache, LatentKVCache):
+                cache.length = 0
+            elif cache is not None:
                 cache.reset()
 
 
-def _attention(config: ModelConfig) -> MultiHeadAttention:
+def _attention(config: ModelConfig) -> MultiHeadAttention | LatentAttention:
+    if config.mla is not None:
+        m = config.mla
+        return LatentAttention(config.d_model, config.n_heads, kv_lora_rank=m.kv_lora_rank,
+                               qk_nope_head_dim=m.qk_nope_head_dim, qk_rope_head_dim=m.qk_rope_head_dim,
+                               v_head_dim=m.v_head_dim, q_lora_rank=m.q_lora_rank, bias=config.bias,
+                               norm_eps=m.norm_eps, rope_base=config.rope_base, rope_scaling=config.rope_scaling,
+                               impl=config.attn_impl)
     qk_kind = "rms_offset" if config.norm == "rms_offset" else "rms"  # Gemma 3's QK-norm has Gemma's gain too
     return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, bias=config.bias,
                               dropout=config.dropout, impl=config.attn_impl, d_head=config.head_dim,
@@ -86,12 +102,18 @@ def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:
 class _Block(nn.Module):
     """What both blocks share: the residual wrapper and the FFN sublayer."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, layer: int = 0):
         super().__init__()
         config = config.resolved()
         self.norm_first = config.norm_first
-        if config.n_experts is None:
+        r = config.routed
+        if not config.layer_moe(layer):
             self.ffn = make_ffn(config.ffn, config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout)
+        elif r is not None:
+            self.ffn = RoutedMoE(config.d_model, config.n_experts, config.experts_per_token, r.d_expert,
+                                 n_shared_experts=r.n_shared_experts, score_func=r.score_func, topk_method=r.topk_method,
+                                 n_group=r.n_group, topk_group=r.topk_group, norm_topk_prob=config.renormalize_experts,
+                                 routed_scaling_factor=r.routed_scaling_factor)
         else:
             self.ffn = MoEFeedForward(config.d_model, config.n_experts, config.experts_per_token, config.d_ff,
                                       ffn=config.ffn, bias=config.bias, renormalize=config.renormalize_experts)
@@ -116,7 +138,7 @@ class _Block(nn.Module):
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         def ffn(h):
             out = self.ffn(h)
-            return (out[0] if isinstance(self.ffn, MoEFeedForward) else out), None  # MoE: (out, Routing)
+            return (out[0] if isinstance(self.ffn, (MoEFeedForward, RoutedMoE)) else out), None  # MoE: (out, Routing)
 
         return self.residual(x, self.ffn_norm, ffn, self.ffn_out_norm)[0]
 
@@ -152,11 +174,12 @@ class DecoderBlock(_Block):
     cache, need_weights, causal) -> (x (B, T_q, D), self_weights (B, H, T_q, T_k), cross_weights (B, H, T_q, S))``;
     weights are ``None`` unless ``need_weights``. ``mask``/``bias`` cover the T_k = cached + new keys;
     ``causal=True`` adds the causal mask to self-attention's (see :class:`MultiHeadAttention`);
-    ``memory_mask`` (B, 1, 1, S) hides source padding.
+    ``memory_mask`` (B, 1, 1, S) hides source padding; ``key_mask`` (B, T_k) bool (``True`` = real token) is
+    all that latent attention reads of the masks.
     """
 
-    def __init__(self, config: ModelConfig, cross_attention: bool = True):
-        super().__init__(config)
+    def __init__(self, config: ModelConfig, cross_attention: bool = True, layer: int = 0):
+        super().__init__(config, layer)
         config = config.resolved()
         self.self_attn = _attention(config)
         self.attn_norm, self.attn_out_norm = _norm_pair(config)
@@ -167,12 +190,16 @@ class DecoderBlock(_Block):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 rope: RotaryEmbedding | None = None, positions: torch.Tensor | None = None,
-                cache: LayerCache | None = None, need_weights: bool = False, causal: bool = False):
+                cache: LayerCache | None = None, need_weights: bool = False, causal: bool = False,
+                key_mask: torch.Tensor | None = None):
         if (memory is None) != (self.cross_attn is None):
             want = "an encoder output `memory`" if self.cross_attn is not None else "no memory (no cross-attention)"
             raise ValueError(f"this DecoderBlock expects {want}")
 
         def attend(h):
+            if isinstance(self.self_attn, LatentAttention):  # its own RoPE and causal mask; key_mask: real tokens
+                return self.self_attn(h, positions=positions, key_padding_mask=key_mask, need_weights=need_weights,
+                                      cache=None if cache is None else cache.self_attn)
             return self.self_attn(h, mask=mask, bias=bias, rope=rope, positions=positions,
                                   cache=None if cache is None else cache.self_attn, need_weights=need_weights,
                                   causal=causal)

@@ -14,11 +14,13 @@ import dataclasses
 
 from minitfm.config import ModelConfig
 from minitfm.pretrained.families import DECODER_FAMILIES, _refuse, decoder_config_from_hf, special_ids
+from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_config_from_hf, deepseek_config_json
 from minitfm.pretrained.family_json import decoder_config_json
 from minitfm.pretrained.files import check_config_fields
 
 
-FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES)  # every model_type minitfm loads; export tries them in this order
+FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES)  # every model_type minitfm loads, in the
+# order export tries them
 LLAMA_TYPES = tuple(DECODER_FAMILIES)  # the Llama-like ones (pretrained.families)
 
 # (what differs, the published model, minitfm, what the loader does)
@@ -94,7 +96,7 @@ def family_of(hf_config: dict) -> str:
     if model_type in FAMILIES:
         return model_type
     raise ValueError(f"minitfm.pretrained loads the families with model_type 'gpt2', "
-                     f"{', '.join(repr(t) for t in LLAMA_TYPES)}; got model_type={model_type!r}")
+                     f"{', '.join(repr(t) for t in LLAMA_TYPES + tuple(DEEPSEEK_TYPES))}; got model_type={model_type!r}")
 
 
 def config_from_hf(hf_config: dict) -> ModelConfig:
@@ -103,6 +105,8 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     family = family_of(hf_config)
     hf = hf_config
     check_config_fields(hf, "gpt2" if family == "gpt2" else "llama")
+    if family in DEEPSEEK_TYPES:
+        return deepseek_config_from_hf(hf, family)
     if family != "gpt2":
         return decoder_config_from_hf(hf, family)
     act = hf.get("activation_function", "gelu_new")
@@ -146,6 +150,8 @@ def _architecture(config: ModelConfig) -> ModelConfig:
         blank["rope_local_base"] = None
     if c.n_experts is None:
         blank.update(experts_per_token=2, renormalize_experts=True)
+    if c.moe_layers is not None and all(c.layer_moe(i) for i in range(c.n_layers)):
+        blank["moe_layers"] = None
     if c.attn_temperature is None or c.attn_temperature_beta == 0:
         blank.update(attn_temperature=None, attn_temperature_beta=0.1, attn_temperature_length=8192)
     return dataclasses.replace(c, **blank)
@@ -207,6 +213,8 @@ def _config_json(config: ModelConfig, family: str) -> dict:
     """``config`` written as ``family``'s ``config.json``; a setting the family lacks is left out (so
     :func:`model_family` sees it change on the way back)."""
     c = config.resolved()
+    if family in DEEPSEEK_TYPES:
+        return deepseek_config_json(c, family)
     if family != "gpt2":
         return decoder_config_json(c, family)
     special = {"bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}

@@ -11,7 +11,8 @@ from minitfm.config import ModelConfig
 from minitfm.pretrained.families import DECODER_FAMILIES
 
 
-def _rope_json(c: ModelConfig) -> dict:
+def rope_json(c: ModelConfig) -> dict:
+    """``c``'s RoPE as a ``rope_parameters`` dict (default, linear, llama3 or yarn)."""
     rope = {"rope_theta": c.rope_base, "rope_type": "default"}
     if c.rope_scale != 1.0:
         rope.update(rope_type="linear", factor=c.rope_scale)
@@ -31,7 +32,7 @@ def decoder_config_json(c: ModelConfig, model_type: str) -> dict:
     """``c`` (resolved) as family ``model_type``'s ``config.json``; what the family cannot hold is left out."""
     fam = DECODER_FAMILIES[model_type]
     act = {"geglu_tanh": "gelu_pytorch_tanh", "geglu": "gelu"}.get(c.ffn, "silu") if fam.gemma else "silu"
-    rope = _rope_json(c)
+    rope = rope_json(c)
     out = {"model_type": model_type, "architectures": [fam.cls], "vocab_size": c.vocab_size, "hidden_size": c.d_model,
            "intermediate_size": c.d_ff, "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads,
            "num_key_value_heads": c.n_kv_heads, "head_dim": c.d_head, "max_position_embeddings": c.max_seq_len,

@@ -17,6 +17,7 @@ import re
 import torch
 
 from minitfm.config import ModelConfig
+from minitfm.layers.positional import RotaryEmbedding
 from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import check_family, config_from_hf, config_to_hf, family_of
 from minitfm.pretrained.files import check_device, check_dtype, checkpoint_folder, read_config, read_state_dict
@@ -75,8 +76,8 @@ def _rebuild_buffers(model: DecoderOnlyLM) -> None:
     """Non-persistent buffers (RoPE's frequencies) stayed on the meta device: recompute them on the device of
     the weights (a GPU when ``from_transformers`` converts a model that is on one)."""
     device = model.tok_emb.weight.device
-    for rope in (model.rope, model.local_rope):
-        if rope is not None:
+    for rope in model.modules():  # the model's RoPEs, and latent attention's own
+        if isinstance(rope, RotaryEmbedding):
             rope.inv_freq = rope.float32_inv_freq().to(device)
     left = [name for name, b in model.named_buffers() if b.device != device]
     if left:

@@ -19,6 +19,7 @@ import torch
 from minitfm.config import ModelConfig
 from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import _check_config, check_family
+from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts
 from minitfm.pretrained.families import DECODER_FAMILIES
 from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
                                            rotate_half_permutation, split_fused_qkv, split_rows, to_rotate_half)
@@ -114,7 +115,8 @@ def unfuse_experts(state: dict, family: str) -> dict:
     """A ``transformers`` 5 MoE state dict in memory -> the per-expert keys of the family's files: the model fuses
     every layer's experts into ``mlp.experts.gate_up_proj`` (E, 2F, D), gate rows first, and
     ``mlp.experts.down_proj`` (E, D, F), and names Mixtral's router ``mlp.gate``. Other state dicts pass unchanged."""
-    experts = DECODER_FAMILIES[family].experts if family in DECODER_FAMILIES else None
+    experts = DECODER_FAMILIES[family].experts if family in DECODER_FAMILIES else \
+        ("qwen" if family in DEEPSEEK_TYPES else None)  # DeepSeek's files name the experts as Qwen3-MoE's
     if experts is None:
         return state
     module, names = _EXPERTS[experts]
@@ -138,8 +140,11 @@ def _decoder_rules(c: ModelConfig, family: str) -> list[Rule]:
     rules = [_copy("model.embed_tokens.weight", "tok_emb.weight")]
     for i in range(c.n_layers):
         h, m = f"model.layers.{i}.", f"layers.{i}."
-        rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.")
-        rules += _ffn_rules(c, family, h, m)
+        if family in DEEPSEEK_TYPES:  # latent attention; routed experts after the dense layers
+            rules += deepseek_rules(c, i)
+        else:
+            rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.")
+            rules += _ffn_rules(c, family, h, m)
         rules += [_copy(f"{h}{theirs}.weight", f"{m}{ours}.weight") for theirs, ours in _NORMS[c.sublayer_norm]]
     rules.append(_copy("model.norm.weight", "final_norm.weight"))
     if not c.tie_embeddings:
@@ -212,6 +217,8 @@ def to_minitfm(state: dict, config: ModelConfig, family: str | None = None) -> d
     family = check_family(config, family)
     rules = key_map(config, family)
     state = _normalise_keys(state, family)
+    if family in DEEPSEEK_TYPES:
+        state = fuse_experts(state)  # the files' experts one by one -> the stacked tensors the rules read
     tied_head = state.pop("lm_head.weight", None) if config.tie_embeddings else None
     wanted = {r.hf_key for r in rules}
     missing, extra = sorted(wanted - set(state)), sorted(set(state) - wanted)
@@ -275,6 +282,6 @@ def to_hf(state: dict, config: ModelConfig, family: str | None = None) -> dict:
             raise ValueError(f"'{rule.how}' made {rule.hf_key} of shape {tuple(tensor.shape)}; the published "
                              f"layout is {rule.hf_shape}")
         out[rule.hf_key] = tensor
-    return out
+    return unfuse_experts(out, family) if family in DEEPSEEK_TYPES else out  # DeepSeek's files: experts one by one
 
 

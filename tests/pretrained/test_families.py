@@ -36,6 +36,11 @@ def _rope(**params):
     return {"rope_parameters": {"rope_theta": 500.0, "rope_type": "default", **params}}
 
 
+# DeepSeek-V2/V3's sizes: latent attention (R 12, Dn 6, Dr 4, Dv 5) and 8 experts of width 12, top-2, one shared
+_DEEPSEEK = dict(num_key_value_heads=4, kv_lora_rank=12, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5, n_routed_experts=8,
+                 num_experts_per_tok=2, moe_intermediate_size=12, n_shared_experts=1, first_k_dense_replace=1)
+
+
 # family -> (transformers config class, its settings, what the family shows off)
 FAMILIES = {
     "llama3": ("LlamaConfig", _rope(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
@@ -71,6 +76,12 @@ FAMILIES = {
                                   "sliding_window": WINDOW}, "top-2 of 4 experts, renormalised; sliding window"),
     "qwen3_moe": ("Qwen3MoeConfig", {**_rope(), "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
                                      "norm_topk_prob": False}, "top-2 of 4 experts, not renormalised; QK-norm"),
+    "deepseek_v3": ("DeepseekV3Config", {**_rope(), "q_lora_rank": 16, **_DEEPSEEK, "n_group": 2, "topk_group": 1,
+                                         "routed_scaling_factor": 2.5}, "latent attention, sigmoid-scored experts "
+                    "chosen group-limited with the correction bias, shared experts, a dense first layer"),
+    "deepseek_v2": ("DeepseekV2Config", {**_rope(), "q_lora_rank": None, **_DEEPSEEK, "n_group": 2, "topk_group": 1,
+                                         "topk_method": "group_limited_greedy", "routed_scaling_factor": 1.5},
+                    "latent attention with one query projection (V2-Lite), softmax experts group-limited"),
 }
 
 
@@ -83,6 +94,9 @@ def hf_model(name: str, seed: int = 0):
         for key, p in model.named_parameters():
             if "norm" in key:  # ones (or zeros for Gemma's 1 + w) at init: a norm misread would not show
                 p.add_(0.3 * torch.randn_like(p))
+        for key, b in model.named_buffers():
+            if key.endswith("e_score_correction_bias"):  # zeros at init: DeepSeek-V3's choice would ignore it
+                b.copy_(0.2 * torch.randn_like(b))
     return model
 
 
@@ -149,7 +163,8 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
-LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature"}
+LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):

@@ -1,0 +1,79 @@
+"""Two groups of :class:`~minitfm.config.ModelConfig` options that travel together (private to ``minitfm``; the
+names are re-exported by :mod:`minitfm.config`): the sizes of multi-head latent attention, and how a routed mixture
+of experts (DeepSeek-V2/V3 and their successors) picks and weighs its experts. Each is ``None`` in a config that
+does not use it, and reads back from the dict ``dataclasses.asdict`` makes of it (a config saved as JSON).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from minitfm._checks import check_choice, check_number, check_positive_int
+
+
+def _coerce(cls, value, name: str):
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {name} fields {sorted(unknown)}")
+        return cls(**value)
+    raise TypeError(f"{name} must be a {cls.__name__} (or None), got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class LatentDims:
+    """Multi-head latent attention's sizes (:class:`~minitfm.layers.latent_attention.LatentAttention`): the cached
+    kv latent's width R, a query/key head's part without RoPE (Dn) and with it (Dr), a value head's width (Dv) and
+    the query latent's width (``None``: one query projection, as DeepSeek-V2-Lite); ``norm_eps`` is the latents'
+    RMSNorm epsilon (1e-6 in DeepSeek's code and transformers', whatever the config's ``rms_norm_eps``)."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: Optional[int] = None
+    norm_eps: float = 1e-6
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self)[:5]:
+            if getattr(self, f.name) is not None or f.name != "q_lora_rank":
+                check_positive_int(getattr(self, f.name), f"mla.{f.name}")
+        check_number(self.norm_eps, "mla.norm_eps", low=0.0, low_open=True)
+        if self.qk_rope_head_dim % 2:
+            raise ValueError(f"mla.qk_rope_head_dim must be even (RoPE turns pairs), got {self.qk_rope_head_dim}")
+
+    @classmethod
+    def coerce(cls, value) -> "LatentDims | None":
+        return _coerce(cls, value, "mla")
+
+
+@dataclass(frozen=True)
+class RoutedExperts:
+    """How a routed mixture of experts (:class:`~minitfm.layers.routed_moe.RoutedMoE`) scores, picks and weighs
+    ``n_experts`` experts of width ``d_expert`` (``moe_intermediate_size``); ``n_shared_experts`` run for every
+    token. ``ModelConfig.renormalize_experts`` is its ``norm_topk_prob``."""
+
+    d_expert: int
+    score_func: str = "softmax"  # "softmax" | "sigmoid" (DeepSeek-V3)
+    topk_method: str = "greedy"  # "greedy" | "group_limited_greedy" (DeepSeek-V2) | "noaux_tc" (DeepSeek-V3)
+    n_group: int = 1
+    topk_group: int = 1
+    routed_scaling_factor: float = 1.0
+    n_shared_experts: int = 0
+
+    def __post_init__(self):
+        from minitfm.layers.routed_moe import SCORE_FUNCS, TOPK_METHODS
+
+        for name in ("d_expert", "n_group", "topk_group"):
+            check_positive_int(getattr(self, name), f"routed.{name}")
+        check_choice(self.score_func, "routed.score_func", SCORE_FUNCS)
+        check_choice(self.topk_method, "routed.topk_method", TOPK_METHODS)
+        check_number(self.routed_scaling_factor, "routed.routed_scaling_factor", low=0.0, low_open=True)
+        check_number(self.n_shared_experts, "routed.n_shared_experts", low=0, integer=True)
+
+    @classmethod
+    def coerce(cls, value) -> "RoutedExperts | None":
+        return _coerce(cls, value, "routed")
