@@ -67,3 +67,28 @@ def test_attn_temperature_is_checked_and_decoder_only():
     with pytest.raises(ValueError, match="attn_temperature"):
         minitfm.EncoderDecoder(cfg)
     assert minitfm.DecoderOnlyLM(cfg).layers[0].self_attn.temperature == (0.5, 4)
+
+
+def test_latent_attention_and_routed_experts_are_checked():
+    """Issue 48: mla and routed read back from their dicts; what they cannot be combined with is refused by name."""
+    from minitfm.config import LatentDims, RoutedExperts
+
+    mla = dict(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=6)
+    cfg = ModelConfig.small_lm(mla=mla, n_experts=4, routed=RoutedExperts(8), moe_layers=[1, 2])
+    assert cfg.mla == LatentDims(**mla) and cfg.moe_layers == (1, 2)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert [cfg.layer_moe(i) for i in range(4)] == [False, True, True, False]
+    for bad, match in [(dict(n_kv_heads=2), "n_kv_heads"), (dict(sliding_window=4), "sliding_window"),
+                       (dict(qk_norm="head"), "qk_norm"), (dict(pos="alibi"), "pos")]:
+        with pytest.raises(ValueError, match=match):
+            ModelConfig.small_lm(mla=mla, **bad)
+    with pytest.raises(ValueError, match="need n_experts"):
+        ModelConfig.small_lm(routed=RoutedExperts(8))
+    with pytest.raises(ValueError, match="d_expert"):
+        ModelConfig.small_lm(n_experts=4, moe_layers=(1,))
+    with pytest.raises(ValueError, match="qk_rope_head_dim must be even"):
+        LatentDims(8, 4, 3, 6)
+    with pytest.raises(ValueError, match="routed.topk_method"):
+        RoutedExperts(8, topk_method="best")
+    with pytest.raises(ValueError, match="unknown mla fields"):
+        ModelConfig.small_lm(mla={**mla, "rank": 3})

@@ -315,3 +315,45 @@ def test_a_patched_causal_mask_still_reaches_the_layers():
         with mock.patch.object(models_module, "causal_mask", leaky):
             leaking = model(tokens)
         assert not torch.allclose(honest[:, :-2], leaking[:, :-2])  # the first positions now see two tokens ahead
+
+
+# ---- issue 48: latent attention and routed experts in the decoder-only model ----
+
+def _deepseek_like(**overrides):
+    return ModelConfig.small_lm(vocab_size=40, d_model=32, n_layers=3, max_seq_len=48, **{**dict(
+        mla=dict(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=6, q_lora_rank=12), n_experts=4,
+        experts_per_token=2, routed=dict(d_expert=8, score_func="sigmoid", topk_method="noaux_tc", n_group=2,
+                                         topk_group=1, n_shared_experts=1, routed_scaling_factor=2.0),
+        moe_layers=(1, 2)), **overrides})
+
+
+def test_latent_attention_and_routed_experts_decode_alike_with_and_without_the_cache():
+    import minitfm
+    from minitfm.layers.latent_attention import LatentAttention, LatentKVCache
+    from minitfm.layers.routed_moe import RoutedMoE
+
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(_deepseek_like()).eval()
+    assert all(isinstance(block.self_attn, LatentAttention) for block in model.layers)
+    assert [type(block.ffn) is RoutedMoE for block in model.layers] == [False, True, True]  # layer 0 stays dense
+    caches = model.new_caches(2, 20)
+    assert all(isinstance(c.self_attn, LatentKVCache) and c.self_attn.latent.shape == (2, 20, 8) for c in caches)
+    prompt = torch.tensor([[5, 3, 17, 4, 8]])
+    cached = minitfm.generate(model, prompt, 30, eos_id=-1).tokens
+    assert torch.equal(cached, minitfm.generate(model, prompt, 30, eos_id=-1, use_cache=False).tokens)
+    beams = minitfm.beam_search(model, prompt, 8, num_beams=3, eos_id=-1)  # reorders the latent caches
+    assert torch.equal(beams.tokens, minitfm.beam_search(model, prompt, 8, num_beams=3, eos_id=-1,
+                                                         use_cache=False).tokens)
+
+
+def test_latent_attention_reads_left_padding_from_the_key_mask_and_refuses_an_attn_mask():
+    torch.manual_seed(1)
+    model = DecoderOnlyLM(_deepseek_like()).eval()
+    tokens = torch.randint(3, 40, (2, 12))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, :4] = False
+    with torch.no_grad():
+        padded = model(tokens, key_mask=mask)
+        assert_close(padded[1, 4:], model(tokens[1:, 4:])[0], atol=1e-5, rtol=1e-5)
+        with pytest.raises(ValueError, match="attn_mask"):
+            model(tokens, attn_mask=torch.ones(2, 1, 12, 12, dtype=torch.bool))

@@ -137,3 +137,18 @@ def test_unknown_parameters_and_kinds_raise():
     with pytest.raises(TypeError, match="active must be a bool, got int"):
         ffn_params(ModelConfig.tiny(), active=1)
     assert PARTS == ("embeddings", "attention", "ffn", "norms", "head")
+
+
+@pytest.mark.parametrize("q_lora_rank, bias", [(None, False), (12, True)])
+def test_latent_attention_and_routed_experts_are_counted(q_lora_rank, bias):
+    """Issue 48: the formula counts latent attention, routed and shared experts and the dense layers before them."""
+    from minitfm.config import RoutedExperts
+
+    cfg = ModelConfig.small_lm(vocab_size=50, d_model=32, n_layers=3, bias=bias, tie_embeddings=False, n_experts=4,
+                               mla=dict(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=6,
+                                        q_lora_rank=q_lora_rank), experts_per_token=2,
+                               routed=RoutedExperts(8, n_shared_experts=1), moe_layers=(1, 2))
+    model = DecoderOnlyLM(cfg)
+    assert count_params(model) == estimate_params(cfg)
+    unused = 2 * (4 - 2) * 3 * 32 * 8  # two MoE layers, E - k experts of 3 D F each
+    assert active_params(cfg) == count_params(model)["total"] - unused

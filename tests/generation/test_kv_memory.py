@@ -80,3 +80,17 @@ def test_config_cache_bytes_keeps_only_the_window_of_a_windowed_layer():
     assert config_cache_bytes(windowed, 5) == config_cache_bytes(dense, 5)  # shorter than the window: no saving
     with pytest.raises(TypeError, match="config must be a ModelConfig"):
         config_cache_bytes("Mistral-7B", 100)
+
+
+def test_latent_attention_caches_its_latent_and_rope_key_per_token():
+    """Issue 48: a latent attention layer keeps R + Dr numbers per token for all its heads."""
+    from minitfm.config import ModelConfig
+    from minitfm.generation.kv_memory import config_cache_bytes
+    from minitfm.models import DecoderOnlyLM
+
+    cfg = ModelConfig.small_lm(vocab_size=30, d_model=32, n_layers=3,
+                               mla=dict(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=6))
+    assert config_cache_bytes(cfg, 16, batch_size=2, dtype=torch.float32) == 3 * 16 * (8 + 4) * 4 * 2
+    caches = DecoderOnlyLM(cfg).new_caches(2, 16)
+    assert allocated_cache_bytes([c.self_attn for c in caches]) == config_cache_bytes(cfg, 16, batch_size=2,
+                                                                                      dtype=torch.float32)
