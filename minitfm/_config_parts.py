@@ -63,9 +63,23 @@ class RoutedExperts:
     topk_group: int = 1
     routed_scaling_factor: float = 1.0
     n_shared_experts: int = 0
+    router_bias: bool = False  # gpt-oss: a bias on the router and on every expert's projections
+    expert_bias: bool = False
+    activation: str = "silu"  # "silu" | "clamped_swiglu" (gpt-oss, with swiglu_alpha and swiglu_limit)
+    swiglu_alpha: float = 1.702
+    swiglu_limit: float = 7.0
+    gate_up_layout: str = "halves"  # "halves" | "interleaved" (gpt-oss: gate and up rows alternate)
 
     def __post_init__(self):
-        from minitfm.layers.routed_moe import SCORE_FUNCS, TOPK_METHODS
+        from minitfm.layers.routed_moe import ACTIVATIONS, GATE_UP_LAYOUTS, SCORE_FUNCS, TOPK_METHODS
+
+        check_choice(self.activation, "routed.activation", ACTIVATIONS)
+        check_choice(self.gate_up_layout, "routed.gate_up_layout", GATE_UP_LAYOUTS)
+        for name in ("router_bias", "expert_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"routed.{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        for name in ("swiglu_alpha", "swiglu_limit"):
+            check_number(getattr(self, name), f"routed.{name}", low=0.0, low_open=True)
 
         for name in ("d_expert", "n_group", "topk_group"):
             check_positive_int(getattr(self, name), f"routed.{name}")

@@ -12,7 +12,7 @@ field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 
 with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
 ``renormalize_experts`` (Mixtral, Qwen3-MoE) with DeepSeek's ``routed`` experts in the ``moe_layers``, latent
-attention ``mla`` (DeepSeek-V2/V3), and Ministral 3's query temperature ``attn_temperature`` (with
+attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks`` and Ministral 3's query temperature ``attn_temperature`` (with
 ``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
 :meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_rope` and :meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
 "the usual default":
@@ -90,6 +90,7 @@ class ModelConfig:
     mla: Optional[LatentDims] = None  # multi-head latent attention in every layer (DeepSeek-V2/V3); None = MHA/GQA
     routed: Optional[RoutedExperts] = None  # DeepSeek-style routing of the n_experts; None = chapter 11's MoE
     moe_layers: Optional[tuple] = None  # the layers with experts (the others: a dense FFN of d_ff); None = every layer
+    attn_sinks: bool = False  # a learned sink logit per head joins every softmax (gpt-oss)
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -121,7 +122,7 @@ class ModelConfig:
         GPT-2-style config prints as it always did."""
         fields = dataclasses.fields(self)
         first = [f.name for f in fields].index("head_dim")
-        last = [f.name for f in fields].index("moe_layers")
+        last = [f.name for f in fields].index("attn_sinks")
         shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
         return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
@@ -197,6 +198,11 @@ class ModelConfig:
                 raise ValueError(f"mla (latent attention) rotates with its own RoPE and caches one latent for every "
                                  f"head: it needs pos='rope', n_kv_heads = n_heads, rope_scale 1 and none of the "
                                  f"other attention options, got {lacking}")
+        if not isinstance(self.attn_sinks, bool):
+            raise TypeError(f"attn_sinks must be a bool, got {type(self.attn_sinks).__name__}")
+        if self.attn_sinks and (self.attn_softcap is not None or self.pos == "alibi" or self.mla is not None):
+            raise ValueError("attn_sinks joins a sink logit to softmax attention's scores: it takes no attn_softcap, "
+                             "no ALiBi bias (pos='alibi') and no latent attention (mla)")
         if (self.routed is not None or self.moe_layers is not None) and self.n_experts is None:
             raise ValueError("routed and moe_layers describe the experts: they need n_experts")
         if self.moe_layers is not None and self.routed is None:

@@ -252,7 +252,7 @@ class EncoderDecoder(_Transformer):
         if c.pad_id is None:
             raise ValueError("an EncoderDecoder masks source padding by pad_id: give the config a pad_id, got None")
         decoder_only = {k: getattr(c, k) for k in ("sliding_window", "nope_layers", "rope_local_base", "final_softcap",
-                                                    "n_experts", "attn_temperature", "mla") if getattr(c, k) not in (None, ())}
+                        "n_experts", "attn_temperature", "mla", "attn_sinks") if getattr(c, k) not in (None, (), False)}
         if decoder_only:
             raise ValueError(f"these settings are the decoder-only models' (DecoderOnlyLM), got {decoder_only}")
         self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))

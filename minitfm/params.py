@@ -86,7 +86,7 @@ def attention_params(c: ModelConfig) -> int:
     qkv_bias = c.bias if c.qkv_bias is None else c.qkv_bias
     biases = (q + 2 * kv if qkv_bias else 0) + (c.d_model if c.bias else 0)
     qk_norm = {"none": 0, "head": 2 * c.d_head, "all": q + kv}[c.qk_norm]
-    return weights + biases + qk_norm
+    return weights + biases + qk_norm + (c.n_heads if c.attn_sinks else 0)  # gpt-oss: one sink logit per head
 
 
 def _latent_attention_params(c: ModelConfig) -> int:
@@ -120,7 +120,8 @@ def ffn_params(c: ModelConfig, active: bool = False) -> int:
         return mlp_params(c)
     if c.routed is not None:  # a layer of routed_moe.RoutedMoE: (total, active) from its own formula
         r = c.routed
-        return moe_params(c.d_model, c.n_experts, c.experts_per_token, r.d_expert, r.n_shared_experts)[active]
+        return moe_params(c.d_model, c.n_experts, c.experts_per_token, r.d_expert, r.n_shared_experts, r.router_bias,
+                          r.expert_bias)[active]
     return c.d_model * c.n_experts + (c.experts_per_token if active else c.n_experts) * mlp_params(c)
 
 

@@ -92,3 +92,16 @@ def test_latent_attention_and_routed_experts_are_checked():
         RoutedExperts(8, topk_method="best")
     with pytest.raises(ValueError, match="unknown mla fields"):
         ModelConfig.small_lm(mla={**mla, "rank": 3})
+
+
+def test_attn_sinks_is_a_decoder_only_bool_without_softcap_or_alibi():
+    import minitfm
+
+    assert minitfm.DecoderOnlyLM(ModelConfig.tiny(attn_sinks=True)).layers[0].self_attn.sinks.shape == (2,)
+    with pytest.raises(TypeError, match="attn_sinks"):
+        ModelConfig.tiny(attn_sinks=1)
+    for bad in (dict(attn_softcap=5.0), dict(pos="alibi")):
+        with pytest.raises(ValueError, match="attn_sinks"):
+            ModelConfig.tiny(attn_sinks=True, **bad)
+    with pytest.raises(ValueError, match="attn_sinks"):
+        minitfm.EncoderDecoder(ModelConfig.tiny(attn_sinks=True))

@@ -42,9 +42,10 @@ LEAN_CONFIG_FIELDS = frozenset({
     "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers",
     "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
     "eos_id", "attn_temperature", "attn_temperature_beta", "attn_temperature_length", "mla", "routed", "moe_layers",
+    "attn_sinks",
 })  # n_experts: a mixture of experts is refused below by its module type, MoEFeedForward
 # The fields of LEAN_CONFIG_FIELDS the lean step does not compute: refused, by name, unless at their default (issue 48)
-LEAN_REFUSED_FIELDS = frozenset({"attn_temperature", "mla", "routed", "moe_layers"})  # the modules only
+LEAN_REFUSED_FIELDS = frozenset({"attn_temperature", "mla", "routed", "moe_layers", "attn_sinks"})  # the modules only
 
 
 def _hooks_of(obj, names) -> bool | None:
@@ -87,6 +88,8 @@ def refusal(model) -> str | None:
         return "the attention soft-cap with ALiBi's bias is computed by the modules only"
     for i, block in enumerate(model.layers):
         attn = block.self_attn
+        if getattr(attn, "sinks", None) is not None:
+            return f"layer {i}'s attention has sink logits, which the modules compute only"
         if getattr(attn, "temperature", None) is not None:
             return f"layer {i}'s attention has a query temperature {attn.temperature}, which the modules compute only"
         if block.cross_attn is not None or (attn.d_model, attn.n_heads, attn.n_kv_heads, attn.d_head) != \

@@ -86,7 +86,7 @@ def _attention(config: ModelConfig) -> MultiHeadAttention | LatentAttention:
                               qkv_bias=config.qkv_bias, qk_norm=config.qk_norm, qk_norm_kind=qk_kind,
                               norm_eps=config.norm_eps, scale=config.attn_scale, softcap=config.attn_softcap,
                               temperature=None if config.attn_temperature is None else
-                              (config.attn_temperature_beta, config.attn_temperature_length))
+                              (config.attn_temperature_beta, config.attn_temperature_length), sinks=config.attn_sinks)
 
 
 def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:
@@ -113,7 +113,9 @@ class _Block(nn.Module):
             self.ffn = RoutedMoE(config.d_model, config.n_experts, config.experts_per_token, r.d_expert,
                                  n_shared_experts=r.n_shared_experts, score_func=r.score_func, topk_method=r.topk_method,
                                  n_group=r.n_group, topk_group=r.topk_group, norm_topk_prob=config.renormalize_experts,
-                                 routed_scaling_factor=r.routed_scaling_factor)
+                                 routed_scaling_factor=r.routed_scaling_factor, router_bias=r.router_bias,
+                                 expert_bias=r.expert_bias, activation=r.activation, swiglu_alpha=r.swiglu_alpha,
+                                 swiglu_limit=r.swiglu_limit, gate_up_layout=r.gate_up_layout)
         else:
             self.ffn = MoEFeedForward(config.d_model, config.n_experts, config.experts_per_token, config.d_ff,
                                       ffn=config.ffn, bias=config.bias, renormalize=config.renormalize_experts)

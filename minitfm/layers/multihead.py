@@ -10,7 +10,7 @@ head of size D: splitting is free, only the attention pattern changes.
 Options of today's open models: QK-norm (an RMSNorm on the queries and keys before RoPE, per head as in
 Qwen 3 and Gemma 3, or over all heads at once as in OLMo 2), biases on q/k/v only (Qwen 2), another score
 scale than 1/sqrt(Dh) (Gemma 2/3's ``query_pre_attn_scalar``), Gemma 2's soft cap on the scores, and Ministral 3's
-query temperature, which grows with the position (``temperature``).
+query temperature, which grows with the position (``temperature``), and gpt-oss's sink logit per head (``sinks``).
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_choice, check_module_input, check_number, check_positive_int, check_probability
+from minitfm.layers._attention_variants import sink_attention
 from minitfm.layers.attention import IMPLEMENTATIONS, scaled_dot_product_attention
 from minitfm.layers.kv_cache import KVCache
+from minitfm.layers.masks import causal_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import RotaryEmbedding
 
@@ -46,13 +48,15 @@ class MultiHeadAttention(nn.Module):
         softcap: cap the scores at +-softcap with c tanh(s / c) (Gemma 2); forces the manual path.
         temperature: ``(beta, length)``: self-attention's queries at position p, after RoPE, times
             1 + beta log(1 + floor(p / length)) (Ministral 3's ``llama_4_scaling_beta``); ``None`` = 1.
+        sinks: a learned logit per head, ``sinks`` (H,), joins every softmax as one more column that no value
+            reads (gpt-oss): a head may then attend to nothing. Its weights (``need_weights``) leave the sink out.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
                  dropout: float = 0.0, impl: str = "manual", *, d_head: int | None = None,
                  qkv_bias: bool | None = None, qk_norm: str = "none", qk_norm_kind: str = "rms",
                  norm_eps: float = 1e-6, scale: float | None = None, softcap: float | None = None,
-                 temperature: tuple | None = None):
+                 temperature: tuple | None = None, sinks: bool = False):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
@@ -86,6 +90,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+        self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
         self.q_norm = self.k_norm = None
         if qk_norm != "none":  # "head": width Dh, shared by the heads; "all": one norm over every head's features
             q_width, k_width = (self.d_head, self.d_head) if qk_norm == "head" else \
@@ -196,6 +201,13 @@ class MultiHeadAttention(nn.Module):
         impl = "manual" if need_weights or self.softcap is not None else \
             ("fused" if cache is not None and not self.training else self.impl)
         options = {n: x for n, x in (("scale", self.scale), ("softcap", self.softcap)) if x is not None}  # only if set
+        if self.sinks is not None:  # gpt-oss: the sink's column, then the causal mask made here (no kernel flag)
+            if causal:
+                tri = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+                mask = tri if mask is None else mask & tri
+            out, weights = sink_attention(q, k, v, self.sinks, mask, scale=self.scale)
+            out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+            return self.out_proj(out), weights if need_weights else None
         out, weights = scaled_dot_product_attention(
             q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl, causal=causal,
             **options)

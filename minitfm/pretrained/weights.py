@@ -21,6 +21,7 @@ from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import _check_config, check_family
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts
 from minitfm.pretrained.families import DECODER_FAMILIES
+from minitfm.pretrained.gpt_oss import gpt_oss_rules
 from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
                                            rotate_half_permutation, split_fused_qkv, split_rows, to_rotate_half)
 # (rotate_half_permutation is read here by minitfm.exercises.pretrained, whose checks name this module)
@@ -96,6 +97,8 @@ def _attention_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
 
 def _ffn_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
     parts = ("weight", "bias") if c.bias else ("weight",)
+    if family == "gpt_oss":  # its sinks, router and experts
+        return gpt_oss_rules(c, int(m.split(".")[1]))
     experts = DECODER_FAMILIES[family].experts
     if experts is not None:
         module, names = _EXPERTS[experts]

@@ -172,3 +172,21 @@ def test_query_temperature_scales_the_queries_by_position_and_agrees_with_the_ca
     for bad in [0.5, (0.5,), ("a", 4)]:
         with pytest.raises((TypeError, ValueError), match="temperature"):
             MultiHeadAttention(16, 4, temperature=bad)
+
+
+def test_sink_logits_join_the_softmax_and_agree_with_the_cache():
+    """gpt-oss (issue 48): a sink logit per head takes weight from every key; a very low sink is plain attention."""
+    torch.manual_seed(0)
+    sink = MultiHeadAttention(16, 4, 2, bias=True, sinks=True).eval()
+    plain = MultiHeadAttention(16, 4, 2, bias=True).eval()
+    plain.load_state_dict({k: v for k, v in sink.state_dict().items() if k != "sinks"})
+    x, rope = torch.randn(2, 10, 16), RotaryEmbedding(4)
+    with torch.no_grad():
+        sink.sinks.fill_(-1e4)
+        assert_close(sink(x, rope=rope, causal=True)[0], plain(x, rope=rope, causal=True)[0])
+        sink.sinks.copy_(torch.tensor([2.0, -1.0, 0.5, 0.0]))
+        full, weights = sink(x, rope=rope, causal=True, need_weights=True)
+        assert (weights.sum(-1) < 1).all() and (weights.triu(1) == 0).all()  # the sink's share; causal kept
+        cache = KVCache(2, 2, 10, 4)
+        steps = [sink(x[:, i:i + 1], rope=rope, cache=cache)[0] for i in range(10)]
+    assert_close(torch.cat(steps, dim=1), full)

@@ -82,6 +82,11 @@ FAMILIES = {
     "deepseek_v2": ("DeepseekV2Config", {**_rope(), "q_lora_rank": None, **_DEEPSEEK, "n_group": 2, "topk_group": 1,
                                          "topk_method": "group_limited_greedy", "routed_scaling_factor": 1.5},
                     "latent attention with one query projection (V2-Lite), softmax experts group-limited"),
+    "gpt_oss": ("GptOssConfig", {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 1.0,
+                                 "sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
+                                     "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                     "truncate": False, "original_max_position_embeddings": 16, "rope_theta": 500.0}},
+                "sink logits, local/global layers, q/k/v/o biases, biased experts with a clamped SwiGLU"),
 }
 
 
@@ -92,8 +97,8 @@ def hf_model(name: str, seed: int = 0):
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
         for key, p in model.named_parameters():
-            if "norm" in key:  # ones (or zeros for Gemma's 1 + w) at init: a norm misread would not show
-                p.add_(0.3 * torch.randn_like(p))
+            if "norm" in key or key.endswith(("proj_bias", "router.bias")):  # ones or zeros at init: a norm (or
+                p.add_(0.3 * torch.randn_like(p))  # gpt-oss's expert and router biases) misread would not show
         for key, b in model.named_buffers():
             if key.endswith("e_score_correction_bias"):  # zeros at init: DeepSeek-V3's choice would ignore it
                 b.copy_(0.2 * torch.randn_like(b))
@@ -164,7 +169,7 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
 LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
-                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention"}
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
