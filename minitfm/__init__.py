@@ -38,13 +38,14 @@ Chapter                               Modules
 15 From a base model to an assistant  ``finetuning`` (``chat``, ``packing``, ``sft``, ``tasks``, ``answering``,
                                       ``lora``, ``adapters``, ``new_tokens``, ``classification``),
                                       ``lm.base_lm``, ``viz.finetuning_diagrams``
+16 Preferences and rewards           ``preferences`` (``dpo``, ``grpo``, ``rewards``)
 every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``viz`` (plots, explorers,
                                       diagrams)
 ====================================  ==============================================================
 
 The packages stand in layers that ``lint-imports`` checks (the contracts are in ``pyproject.toml``):
 ``layers`` below ``models``, ``models`` below ``generation``, ``generation`` below ``training``, ``finetuning``
-above it, and ``lm`` on top; no model code imports ``viz``, ``claims`` or ``exercises`` (nor matplotlib or ipywidgets). Modules
+above it, ``preferences`` above that, and ``lm`` on top; no model code imports ``viz``, ``claims`` or ``exercises`` (nor matplotlib or ipywidgets). Modules
 that moved in version 0.2 fail with their new path: ``import minitfm.bpe`` raises
 ``ImportError: minitfm.bpe moved to minitfm.text.bpe_trainer``.
 
