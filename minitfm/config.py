@@ -12,7 +12,7 @@ field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 
 with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
 ``renormalize_experts`` (Mixtral, Qwen3-MoE) with DeepSeek's ``routed`` experts in the ``moe_layers``, latent
-attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks`` and Ministral 3's query temperature ``attn_temperature`` (with
+attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks``, partial RoPE ``rope_dims`` (GLM-4.5) and Ministral 3's query temperature ``attn_temperature`` (with
 ``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
 :meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_rope` and :meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
 "the usual default":
@@ -91,6 +91,7 @@ class ModelConfig:
     routed: Optional[RoutedExperts] = None  # DeepSeek-style routing of the n_experts; None = chapter 11's MoE
     moe_layers: Optional[tuple] = None  # the layers with experts (the others: a dense FFN of d_ff); None = every layer
     attn_sinks: bool = False  # a learned sink logit per head joins every softmax (gpt-oss)
+    rope_dims: Optional[int] = None  # RoPE turns only the first rope_dims of each head (GLM-4.5: half); None = all Dh
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -122,7 +123,7 @@ class ModelConfig:
         GPT-2-style config prints as it always did."""
         fields = dataclasses.fields(self)
         first = [f.name for f in fields].index("head_dim")
-        last = [f.name for f in fields].index("attn_sinks")
+        last = [f.name for f in fields].index("rope_dims")
         shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
         return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
@@ -189,7 +190,8 @@ class ModelConfig:
         if self.mla is not None:
             lacking = {k: v for k, v in (("pos", self.pos), ("qk_norm", self.qk_norm), ("sliding_window",
                        self.sliding_window), ("attn_softcap", self.attn_softcap), ("attn_scale", self.attn_scale),
-                       ("attn_temperature", self.attn_temperature), ("nope_layers", self.nope_layers))
+                       ("attn_temperature", self.attn_temperature), ("nope_layers", self.nope_layers),
+                       ("rope_dims", self.rope_dims))
                        if v != {"pos": "rope", "qk_norm": "none", "nope_layers": ()}.get(k)}
             kv = self.n_kv_heads not in (None, self.n_heads)
             if kv or self.rope_scale != 1.0:
@@ -198,6 +200,11 @@ class ModelConfig:
                 raise ValueError(f"mla (latent attention) rotates with its own RoPE and caches one latent for every "
                                  f"head: it needs pos='rope', n_kv_heads = n_heads, rope_scale 1 and none of the "
                                  f"other attention options, got {lacking}")
+        if self.rope_dims is not None:
+            check_positive_int(self.rope_dims, "rope_dims")
+            if self.pos != "rope" or self.rope_dims % 2 or self.rope_dims > self.d_head:
+                raise ValueError(f"rope_dims turns the first rope_dims of each head: it needs pos='rope' and an even "
+                                 f"number <= d_head={self.d_head}, got pos={self.pos!r}, rope_dims={self.rope_dims}")
         if not isinstance(self.attn_sinks, bool):
             raise TypeError(f"attn_sinks must be a bool, got {type(self.attn_sinks).__name__}")
         if self.attn_sinks and (self.attn_softcap is not None or self.pos == "alibi" or self.mla is not None):

@@ -62,9 +62,10 @@ class _Transformer(nn.Module):
             self.pos_emb = LearnedPositionalEmbedding(c.max_seq_len, c.d_model)
         elif c.pos == "sinusoidal":
             self.pos_emb = SinusoidalPositionalEncoding(c.d_model, c.max_seq_len)
-        self.rope = RotaryEmbedding(c.d_head, c.rope_base, c.rope_scale, c.rope_scaling) if c.pos == "rope" else None
+        turned = c.rope_dims or c.d_head  # partial RoPE (GLM-4.5, MiniMax-M2): the first rope_dims of each head
+        self.rope = RotaryEmbedding(turned, c.rope_base, c.rope_scale, c.rope_scaling) if c.pos == "rope" else None
         # Gemma 3's sliding layers turn with their own base, unscaled; the others with self.rope
-        self.local_rope = None if c.rope_local_base is None else RotaryEmbedding(c.d_head, c.rope_local_base)
+        self.local_rope = None if c.rope_local_base is None else RotaryEmbedding(turned, c.rope_local_base)
         self.emb_dropout = nn.Dropout(c.dropout)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
 

@@ -105,3 +105,13 @@ def test_attn_sinks_is_a_decoder_only_bool_without_softcap_or_alibi():
             ModelConfig.tiny(attn_sinks=True, **bad)
     with pytest.raises(ValueError, match="attn_sinks"):
         minitfm.EncoderDecoder(ModelConfig.tiny(attn_sinks=True))
+
+
+def test_rope_dims_is_an_even_part_of_a_rope_head():
+    import minitfm
+
+    model = minitfm.DecoderOnlyLM(ModelConfig.small_lm(d_model=32, n_heads=2, rope_dims=8))
+    assert model.rope.d_head == 8 and model.config.d_head == 16
+    for bad in (dict(rope_dims=7), dict(rope_dims=18), dict(rope_dims=8, pos="learned")):
+        with pytest.raises(ValueError, match="rope_dims"):
+            ModelConfig.small_lm(d_model=32, n_heads=2, **{**dict(rope_dims=8), **bad})

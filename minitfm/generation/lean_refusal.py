@@ -42,10 +42,10 @@ LEAN_CONFIG_FIELDS = frozenset({
     "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers",
     "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
     "eos_id", "attn_temperature", "attn_temperature_beta", "attn_temperature_length", "mla", "routed", "moe_layers",
-    "attn_sinks",
+    "attn_sinks", "rope_dims",
 })  # n_experts: a mixture of experts is refused below by its module type, MoEFeedForward
 # The fields of LEAN_CONFIG_FIELDS the lean step does not compute: refused, by name, unless at their default (issue 48)
-LEAN_REFUSED_FIELDS = frozenset({"attn_temperature", "mla", "routed", "moe_layers", "attn_sinks"})  # the modules only
+LEAN_REFUSED_FIELDS = frozenset({"attn_temperature", "mla", "routed", "moe_layers", "attn_sinks", "rope_dims"})  # the modules only
 
 
 def _hooks_of(obj, names) -> bool | None:

@@ -113,6 +113,15 @@ class MultiHeadAttention(nn.Module):
         h = self.split_heads(h, n_heads)  # (B, T, n_heads * Dh) -> (B, n_heads, T, Dh)
         return norm(h) if self.qk_norm == "head" else h  # per head (Qwen 3, Gemma 3)
 
+    @staticmethod
+    def rotate(rope: RotaryEmbedding, x: torch.Tensor, offset: int, positions: torch.Tensor | None) -> torch.Tensor:
+        """x (B, heads, T, Dh) rotated by ``rope``; a RoPE narrower than Dh turns only the first ``rope.d_head``
+        features of each head and passes the rest (partial RoPE: GLM-4.5, MiniMax-M2)."""
+        r = rope.d_head
+        if r == x.shape[-1]:
+            return rope(x, offset=offset, positions=positions)
+        return torch.cat([rope(x[..., :r].contiguous(), offset=offset, positions=positions), x[..., r:]], dim=-1)
+
     def temper(self, q: torch.Tensor, offset: int, positions: torch.Tensor | None) -> torch.Tensor:
         """q (B, H, T_q, Dh) times tau(p) = 1 + beta log(1 + floor(p / length)) at its positions (``positions``
         (T_q,) or (B, T_q), else ``offset + arange(T_q)``), tau computed in float32 as transformers does."""
@@ -181,8 +190,7 @@ class MultiHeadAttention(nn.Module):
         else:
             k, v = self.project_kv(x if memory is None else memory)
             if rope is not None:
-                q = rope(q, offset=offset, positions=positions)
-                k = rope(k, offset=offset, positions=positions)
+                q, k = self.rotate(rope, q, offset, positions), self.rotate(rope, k, offset, positions)
             if self.temperature is not None and memory is None:
                 q = self.temper(q, offset, positions)
             if cache is not None:

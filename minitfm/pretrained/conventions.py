@@ -153,6 +153,8 @@ def _architecture(config: ModelConfig) -> ModelConfig:
         blank["rope_local_base"] = None
     if c.n_experts is None:
         blank.update(experts_per_token=2, renormalize_experts=True)
+    if c.rope_dims == c.d_head:
+        blank["rope_dims"] = None
     if c.moe_layers is not None and all(c.layer_moe(i) for i in range(c.n_layers)):
         blank["moe_layers"] = None
     if c.attn_temperature is None or c.attn_temperature_beta == 0:

@@ -70,17 +70,27 @@ def _head_width(weight: torch.Tensor, n_heads: int) -> int:
     return rows // n_heads
 
 
-def from_rotate_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """q_proj/k_proj rows (or bias) of a rotate-half checkpoint, reordered for minitfm's adjacent pairs."""
+def _head_permutation(d_head: int, rope_dims: int | None) -> torch.Tensor:
+    """rotate_half_permutation over the first ``rope_dims`` rows of a head (partial RoPE), the rest in place."""
+    if rope_dims is None or rope_dims == d_head:
+        return rotate_half_permutation(d_head)
+    if not 2 <= rope_dims <= d_head:
+        raise ValueError(f"rope_dims must be in [2, Dh={d_head}], got {rope_dims}")
+    return torch.cat([rotate_half_permutation(rope_dims), torch.arange(rope_dims, d_head)])
+
+
+def from_rotate_half(weight: torch.Tensor, n_heads: int, rope_dims: int | None = None) -> torch.Tensor:
+    """q_proj/k_proj rows (or bias) of a rotate-half checkpoint, reordered for minitfm's adjacent pairs; with
+    ``rope_dims`` (partial RoPE) only the first ``rope_dims`` rows of each head turn, and move."""
     d_head = _head_width(weight, n_heads)
-    perm = rotate_half_permutation(d_head).to(weight.device)
+    perm = _head_permutation(d_head, rope_dims).to(weight.device)
     return weight.reshape(n_heads, d_head, *weight.shape[1:])[:, perm].reshape(weight.shape).contiguous()
 
 
-def to_rotate_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+def to_rotate_half(weight: torch.Tensor, n_heads: int, rope_dims: int | None = None) -> torch.Tensor:
     """The inverse of :func:`from_rotate_half`."""
     d_head = _head_width(weight, n_heads)
-    inverse = torch.argsort(rotate_half_permutation(d_head)).to(weight.device)
+    inverse = torch.argsort(_head_permutation(d_head, rope_dims)).to(weight.device)
     return weight.reshape(n_heads, d_head, *weight.shape[1:])[:, inverse].reshape(weight.shape).contiguous()
 
 

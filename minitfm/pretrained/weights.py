@@ -19,7 +19,7 @@ import torch
 from minitfm.config import ModelConfig
 from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import _check_config, check_family
-from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts
+from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts, routed_ffn_rules
 from minitfm.pretrained.families import DECODER_FAMILIES
 from minitfm.pretrained.gpt_oss import gpt_oss_rules
 from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
@@ -59,13 +59,13 @@ _EXPERTS = {"mixtral": ("block_sparse_moe", {"gate": "w1", "up": "w3", "down": "
             "qwen": ("mlp", {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"})}
 
 
-def _pairs(heads: int) -> tuple:
-    """(forward, inverse) of the rotate-half permutation for a tensor of ``heads`` heads."""
-    return lambda t: from_rotate_half(t, heads), lambda t: to_rotate_half(t, heads)
+def _pairs(heads: int, rope_dims: int | None = None) -> tuple:
+    """(forward, inverse) of the rotate-half permutation for a tensor of ``heads`` heads (partial: ``rope_dims``)."""
+    return lambda t: from_rotate_half(t, heads, rope_dims), lambda t: to_rotate_half(t, heads, rope_dims)
 
 
-def _rotated(hf_key: str, key: str, heads: int) -> Rule:
-    forward, inverse = _pairs(heads)
+def _rotated(hf_key: str, key: str, heads: int, rope_dims: int | None = None) -> Rule:
+    forward, inverse = _pairs(heads, rope_dims)
     return Rule(hf_key, (key,), "rotate-half -> pairs", lambda t: [forward(t)], lambda ts: inverse(ts[0]))
 
 
@@ -85,13 +85,13 @@ def _attention_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
             rules.append(_stacked(f"{h}qkv_proj.{part}", keys, (q_rows, kv_rows, kv_rows),
                                   (_pairs(c.n_heads), _pairs(c.n_kv_heads))))
             continue
-        rules += [_rotated(f"{h}q_proj.{part}", f"{m}q_proj.{part}", c.n_heads),
-                  _rotated(f"{h}k_proj.{part}", f"{m}k_proj.{part}", c.n_kv_heads),
+        rules += [_rotated(f"{h}q_proj.{part}", f"{m}q_proj.{part}", c.n_heads, c.rope_dims),
+                  _rotated(f"{h}k_proj.{part}", f"{m}k_proj.{part}", c.n_kv_heads, c.rope_dims),
                   _copy(f"{h}v_proj.{part}", f"{m}v_proj.{part}")]
     rules += [_copy(f"{h}o_proj.{part}", f"{m}out_proj.{part}") for part in ("weight", "bias")[:1 + c.bias]]
     if c.qk_norm != "none":  # a norm over one head turns like one head; over all heads, like q and k
         heads = (1, 1) if c.qk_norm == "head" else (c.n_heads, c.n_kv_heads)
-        rules += [_rotated(f"{h}{p}_norm.weight", f"{m}{p}_norm.weight", n) for p, n in zip("qk", heads)]
+        rules += [_rotated(f"{h}{p}_norm.weight", f"{m}{p}_norm.weight", n, c.rope_dims) for p, n in zip("qk", heads)]
     return rules
 
 
@@ -143,7 +143,9 @@ def _decoder_rules(c: ModelConfig, family: str) -> list[Rule]:
     rules = [_copy("model.embed_tokens.weight", "tok_emb.weight")]
     for i in range(c.n_layers):
         h, m = f"model.layers.{i}.", f"layers.{i}."
-        if family in DEEPSEEK_TYPES:  # latent attention; routed experts after the dense layers
+        if family == "glm4_moe":  # Llama's attention, DeepSeek-V3's experts
+            rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.") + routed_ffn_rules(c, i)
+        elif family in DEEPSEEK_TYPES:  # latent attention; routed experts after the dense layers
             rules += deepseek_rules(c, i)
         else:
             rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.")

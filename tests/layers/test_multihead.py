@@ -190,3 +190,12 @@ def test_sink_logits_join_the_softmax_and_agree_with_the_cache():
         cache = KVCache(2, 2, 10, 4)
         steps = [sink(x[:, i:i + 1], rope=rope, cache=cache)[0] for i in range(10)]
     assert_close(torch.cat(steps, dim=1), full)
+
+
+def test_a_narrower_rope_turns_the_first_features_of_each_head_only():
+    """Partial RoPE (GLM-4.5, MiniMax-M2; issue 48): the features past rope.d_head pass unrotated."""
+    x = torch.randn(2, 3, 5, 8)
+    out = MultiHeadAttention.rotate(RotaryEmbedding(4), x, 0, None)
+    assert torch.equal(out[..., 4:], x[..., 4:])
+    assert_close(out[..., :4], RotaryEmbedding(4)(x[..., :4].contiguous()))
+    assert not torch.allclose(out[:, :, 1:, :4], x[:, :, 1:, :4])

@@ -82,6 +82,11 @@ FAMILIES = {
     "deepseek_v2": ("DeepseekV2Config", {**_rope(), "q_lora_rank": None, **_DEEPSEEK, "n_group": 2, "topk_group": 1,
                                          "topk_method": "group_limited_greedy", "routed_scaling_factor": 1.5},
                     "latent attention with one query projection (V2-Lite), softmax experts group-limited"),
+    "glm4_moe": ("Glm4MoeConfig", {**_rope(partial_rotary_factor=0.5), "moe_intermediate_size": 12,
+                                   "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1,
+                                   "n_shared_experts": 1, "first_k_dense_replace": 1, "use_qk_norm": True,
+                                   "attention_bias": True, "routed_scaling_factor": 1.5},
+                 "RoPE on half of each head, q/k/v biases, QK-norm, DeepSeek-V3's experts after a dense layer"),
     "gpt_oss": ("GptOssConfig", {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 1.0,
                                  "sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
                                      "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -169,7 +174,7 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
 LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
-                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE"}
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
