@@ -153,25 +153,29 @@ def routed_ffn_rules(c: ModelConfig, i: int) -> list[Rule]:
     return rules
 
 
-_EXPERT_KEY = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+_FILE_NAMES = {"mlp": ("gate_proj", "up_proj", "down_proj"), "block_sparse_moe": ("w1", "w3", "w2")}
 
 
-def fuse_experts(state: dict) -> dict:
-    """The files' per-expert keys (``mlp.experts.e.gate_proj.weight`` (F, D), up, down (D, F)) -> the stacked
-    ``mlp.experts.gate_up_proj`` (E, 2F, D), gate rows first, and ``mlp.experts.down_proj`` (E, D, F); ValueError
-    when a layer's experts are not numbered 0..E-1 with all three matrices."""
+def fuse_experts(state: dict, module: str = "mlp") -> dict:
+    """The files' per-expert keys (``{module}.experts.e.gate_proj.weight`` (F, D), up, down (D, F); Mixtral's names
+    w1, w3, w2 under ``block_sparse_moe``) -> the stacked ``mlp.experts.gate_up_proj`` (E, 2F, D), gate rows first,
+    and ``mlp.experts.down_proj`` (E, D, F), with the router and a block-level correction bias under ``mlp.`` too
+    (transformers 5's names in memory); ValueError when a layer's experts are not numbered 0..E-1, each complete."""
+    gate, up, down = _FILE_NAMES[module]
+    pattern = re.compile(rf"^(.*\.){module}\.experts\.(\d+)\.({gate}|{up}|{down})\.weight$")
     out, parts = {}, {}
     for key, tensor in state.items():
-        found = _EXPERT_KEY.match(key)
+        found = pattern.match(key)
         if found is None:
-            out[key] = tensor
+            out[key.replace(f".{module}.gate.", ".mlp.gate.").replace(f".{module}.e_score", ".mlp.e_score")] = tensor
         else:
-            parts.setdefault(found.group(1), {})[(int(found.group(2)), found.group(3))] = tensor
+            role = {gate: "gate", up: "up", down: "down"}[found.group(3)]
+            parts.setdefault(found.group(1) + "mlp.experts", {})[(int(found.group(2)), role)] = tensor
     for prefix, got in parts.items():
         n = 1 + max(e for e, _ in got)
         if set(got) != {(e, p) for e in range(n) for p in ("gate", "up", "down")}:
-            raise ValueError(f"{prefix}: the experts must be numbered 0..{n - 1}, each with gate_proj, up_proj and "
-                             f"down_proj; got {sorted(got)[:6]}")
+            raise ValueError(f"{prefix}: the experts must be numbered 0..{n - 1}, each with its gate, up and down "
+                             f"matrices; got {sorted(got)[:6]}")
         out[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat([got[e, "gate"], got[e, "up"]]) for e in range(n)])
         out[f"{prefix}.down_proj"] = torch.stack([got[e, "down"] for e in range(n)])
     return out

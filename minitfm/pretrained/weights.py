@@ -22,6 +22,7 @@ from minitfm.pretrained.conventions import _check_config, check_family
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts, routed_ffn_rules
 from minitfm.pretrained.families import DECODER_FAMILIES
 from minitfm.pretrained.gpt_oss import gpt_oss_rules
+from minitfm.pretrained.minimax import minimax_ffn_rules
 from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
                                            rotate_half_permutation, split_fused_qkv, split_rows, to_rotate_half)
 # (rotate_half_permutation is read here by minitfm.exercises.pretrained, whose checks name this module)
@@ -97,8 +98,8 @@ def _attention_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
 
 def _ffn_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
     parts = ("weight", "bias") if c.bias else ("weight",)
-    if family == "gpt_oss":  # its sinks, router and experts
-        return gpt_oss_rules(c, int(m.split(".")[1]))
+    if family in ("gpt_oss", "minimax_m2"):  # gpt-oss's sinks, router and experts; MiniMax-M2's router and experts
+        return (gpt_oss_rules if family == "gpt_oss" else minimax_ffn_rules)(c, int(m.split(".")[1]))
     experts = DECODER_FAMILIES[family].experts
     if experts is not None:
         module, names = _EXPERTS[experts]
@@ -119,15 +120,15 @@ def unfuse_experts(state: dict, family: str) -> dict:
     every layer's experts into ``mlp.experts.gate_up_proj`` (E, 2F, D), gate rows first, and
     ``mlp.experts.down_proj`` (E, D, F), and names Mixtral's router ``mlp.gate``. Other state dicts pass unchanged."""
     experts = DECODER_FAMILIES[family].experts if family in DECODER_FAMILIES else \
-        ("qwen" if family in DEEPSEEK_TYPES else None)  # DeepSeek's files name the experts as Qwen3-MoE's
+        {"minimax_m2": "mixtral"}.get(family, "qwen" if family in DEEPSEEK_TYPES else None)  # their files' names
     if experts is None:
         return state
     module, names = _EXPERTS[experts]
     out = {}
     for key, tensor in state.items():
         prefix, fused = key.rsplit("mlp.", 1) if ".mlp." in key else (key, None)
-        if fused == "gate.weight":
-            out[f"{prefix}{module}.gate.weight"] = tensor
+        if fused in ("gate.weight", "e_score_correction_bias"):  # the router; MiniMax-M2's block-level bias
+            out[f"{prefix}{module}.{fused}"] = tensor
         elif fused in ("experts.gate_up_proj", "experts.down_proj"):
             for e, matrix in enumerate(tensor):  # (2F, D) or (D, F) per expert
                 parts = matrix.chunk(2) if fused.endswith("gate_up_proj") else (matrix,)
@@ -222,8 +223,8 @@ def to_minitfm(state: dict, config: ModelConfig, family: str | None = None) -> d
     family = check_family(config, family)
     rules = key_map(config, family)
     state = _normalise_keys(state, family)
-    if family in DEEPSEEK_TYPES:
-        state = fuse_experts(state)  # the files' experts one by one -> the stacked tensors the rules read
+    if family in DEEPSEEK_TYPES or family == "minimax_m2":  # the files' experts one by one -> the stacked tensors
+        state = fuse_experts(state, "block_sparse_moe" if family == "minimax_m2" else "mlp")
     tied_head = state.pop("lm_head.weight", None) if config.tie_embeddings else None
     wanted = {r.hf_key for r in rules}
     missing, extra = sorted(wanted - set(state)), sorted(set(state) - wanted)
@@ -287,6 +288,6 @@ def to_hf(state: dict, config: ModelConfig, family: str | None = None) -> dict:
             raise ValueError(f"'{rule.how}' made {rule.hf_key} of shape {tuple(tensor.shape)}; the published "
                              f"layout is {rule.hf_shape}")
         out[rule.hf_key] = tensor
-    return unfuse_experts(out, family) if family in DEEPSEEK_TYPES else out  # DeepSeek's files: experts one by one
+    return unfuse_experts(out, family) if family in DEEPSEEK_TYPES or family == "minimax_m2" else out  # one by one
 
 

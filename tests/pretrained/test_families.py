@@ -87,6 +87,9 @@ FAMILIES = {
                                    "n_shared_experts": 1, "first_k_dense_replace": 1, "use_qk_norm": True,
                                    "attention_bias": True, "routed_scaling_factor": 1.5},
                  "RoPE on half of each head, q/k/v biases, QK-norm, DeepSeek-V3's experts after a dense layer"),
+    "minimax_m2": ("MiniMaxM2Config", {**_rope(partial_rotary_factor=0.5), "head_dim": 8, "num_local_experts": 4,
+                                       "num_experts_per_tok": 2}, "QK-norm over all heads, RoPE on half of each head, "
+                   "sigmoid experts chosen with the block's correction bias in every layer"),
     "gpt_oss": ("GptOssConfig", {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 1.0,
                                  "sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
                                      "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -174,7 +177,7 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
 LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
-                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE"}
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
