@@ -45,7 +45,8 @@ every chapter (book plumbing)         ``claims``, ``device``, ``exercises``, ``v
 
 The packages stand in layers that ``lint-imports`` checks (the contracts are in ``pyproject.toml``):
 ``layers`` below ``models``, ``models`` below ``generation``, ``generation`` below ``training``, ``finetuning``
-above it, ``preferences`` above that, and ``lm`` on top; no model code imports ``viz``, ``claims`` or ``exercises`` (nor matplotlib or ipywidgets). Modules
+above it, ``preferences`` above that, and ``lm`` on top; no model code imports ``viz``, ``claims`` or
+``exercises`` (nor matplotlib or ipywidgets), and the library never imports ``trl`` (its tests do). Modules
 that moved in version 0.2 fail with their new path: ``import minitfm.bpe`` raises
 ``ImportError: minitfm.bpe moved to minitfm.text.bpe_trainer``.
 

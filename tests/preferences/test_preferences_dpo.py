@@ -14,7 +14,8 @@ from minitfm.lm.base_lm import base_lm_config, byte_tokenizer
 from minitfm.preferences.dpo import dpo_batch_loss, dpo_loss, preference_pair, response_log_probs, sequence_log_probs
 
 TEMPLATE = ChatTemplate(byte_tokenizer(), bos_id=256)
-PAIRS = [("What is 1 + 2?", "3", "4"), ("Sort these digits: 3 1 2", "1 2 3", "3 2 1"), ("Expand KV.", "key-value", "kv")]
+PAIRS = [("What is 1 + 2?", "3", "4"), ("Sort these digits: 3 1 2", "1 2 3", "3 2 1"),
+         ("Expand KV.", "key-value", "kv")]
 
 
 def model(seed: int = 0):

@@ -70,7 +70,8 @@ def test_group_advantages_match_cs336_and_the_binary_cases():
     assert torch.equal(group_advantages(binary)[2], torch.zeros(4))  # identical rewards: nothing to learn
     assert group_advantages(binary, scale="none")[1].tolist() == pytest.approx([0.25, 0.25, 0.25, -0.75])
     batch = group_advantages(binary, scale="batch", eps=0.0)
-    assert batch.flatten().tolist() == pytest.approx(((binary - binary.mean(1, keepdim=True)) / binary.std()).flatten().tolist())
+    by_hand = (binary - binary.mean(1, keepdim=True)) / binary.std()
+    assert batch.flatten().tolist() == pytest.approx(by_hand.flatten().tolist())
 
 
 def test_k3_averages_to_the_exact_kl_over_samples_of_the_policy():
@@ -116,7 +117,8 @@ def test_sample_groups_are_the_chat_samplers_replies_with_their_ids(tiny):
     chats = [[{"role": "user", "content": "What is 1 + 2?"}], [{"role": "user", "content": "Expand KV, please."}]]
     groups = sample_groups(tiny, TEMPLATE, chats, 3, temperature=1.0, seed=5, max_new_tokens=6)
     assert groups.completion.shape == (6, 6) and groups.prompt.shape[0] == 6 and groups.group_size == 3
-    assert groups.replies == [r for rs in sampled_replies(tiny, TEMPLATE, chats, 3, seed=5, max_new_tokens=6) for r in rs]
+    chat_way = sampled_replies(tiny, TEMPLATE, chats, 3, seed=5, max_new_tokens=6)  # chapter 15's sampler
+    assert groups.replies == [r for rs in chat_way for r in rs]
     assert groups.replies == sample_groups(tiny, TEMPLATE, chats, 3, seed=5, max_new_tokens=6).replies  # seeded
     assert groups.replies != sample_groups(tiny, TEMPLATE, chats, 3, seed=6, max_new_tokens=6).replies
     assert torch.equal(groups.prompt[0][groups.prompt_mask[0]], TEMPLATE.prompt_ids(chats[0])[0])
