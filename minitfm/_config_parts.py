@@ -69,10 +69,12 @@ class RoutedExperts:
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
     gate_up_layout: str = "halves"  # "halves" | "interleaved" (gpt-oss: gate and up rows alternate)
+    weights_on: str = "output"  # "output" | "input" (Llama 4: the router's weight scales the expert's input)
 
     def __post_init__(self):
-        from minitfm.layers.routed_moe import ACTIVATIONS, GATE_UP_LAYOUTS, SCORE_FUNCS, TOPK_METHODS
+        from minitfm.layers.routed_moe import ACTIVATIONS, GATE_UP_LAYOUTS, SCORE_FUNCS, TOPK_METHODS, WEIGHTS_ON
 
+        check_choice(self.weights_on, "routed.weights_on", WEIGHTS_ON)
         check_choice(self.activation, "routed.activation", ACTIVATIONS)
         check_choice(self.gate_up_layout, "routed.gate_up_layout", GATE_UP_LAYOUTS)
         for name in ("router_bias", "expert_bias"):

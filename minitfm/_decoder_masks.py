@@ -9,15 +9,28 @@ import torch
 
 from minitfm._checks import check_tensor
 from minitfm.layers.masks import sliding_window_mask
+from minitfm.layers.multihead import chunked_causal_mask, count_left_padding
 
 
-def window_masks(windows, mask: torch.Tensor | None, t: int, past: int, device) -> dict:
-    """{W: the mask of the layers with window W (None: every key visible)} for each W of ``windows``, and
-    {None: mask} for the layers that see the whole past."""
+def mask_keys(config) -> list:
+    """Per layer of a resolved ModelConfig: its window W, ("chunk", C), or None (it sees the whole past)."""
+    return [config.layer_window(i) or (("chunk", config.layer_chunk(i)) if config.layer_chunk(i) else None)
+            for i in range(config.n_layers)]
+
+
+def window_masks(keys, mask: torch.Tensor | None, t: int, past: int, device, key_mask=None) -> dict:
+    """{W: the mask of the layers with window W (None: every key visible)} for each int W of ``keys``, {("chunk", C):
+    the mask of the layers with chunks of C positions (Llama 4; counted from each row's first real token of
+    ``key_mask``)}, and {None: mask} for the layers that see the whole past."""
     masks = {None: mask}
-    for w in set(windows) - {None}:
-        window = sliding_window_mask(t, past + t, w, device=device)  # (T, P + T)
-        masks[w] = (None if past + t <= w else window) if mask is None else mask & window
+    for key in set(keys) - {None}:
+        if isinstance(key, tuple):  # ("chunk", C)
+            padding = None if key_mask is None else count_left_padding(key_mask)
+            chunks = chunked_causal_mask(t, past + t, key[1], padding, device=device)  # (T, P + T) or (B, 1, T, P + T)
+            masks[key] = chunks if mask is None else mask & chunks
+            continue
+        window = sliding_window_mask(t, past + t, key, device=device)  # (T, P + T)
+        masks[key] = (None if past + t <= key else window) if mask is None else mask & window
     return masks
 
 

@@ -12,9 +12,10 @@ field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 
 with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
 ``renormalize_experts`` (Mixtral, Qwen3-MoE) with DeepSeek's ``routed`` experts in the ``moe_layers``, latent
-attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks``, partial RoPE ``rope_dims`` (GLM-4.5) and Ministral 3's query temperature ``attn_temperature`` (with
+attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks``, partial RoPE ``rope_dims`` (GLM-4.5), Llama 4's ``attention_chunk`` and ``chunked_layers``, and Ministral 3's query temperature ``attn_temperature`` (with
 ``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
-:meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_rope` and :meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
+:meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_chunk`, :meth:`ModelConfig.layer_rope` and
+:meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
 "the usual default":
 ``n_kv_heads`` (= H, ordinary multi-head attention), ``d_ff`` (4 D, or 8/3 D for SwiGLU) and the two
 encoder-decoder depths (= ``n_layers``). :meth:`ModelConfig.resolved` fills them in; models store the
@@ -37,7 +38,7 @@ from minitfm.layers.rope_scaling import RopeScaling
 
 POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
 SUBLAYER_NORMS = ("input", "output", "both")
-ATTN_TEMPERATURES = ("ministral3",)  # the query temperatures ModelConfig.attn_temperature names
+ATTN_TEMPERATURES = ("ministral3", "llama4")  # the query temperatures ModelConfig.attn_temperature names
 
 
 @dataclass
@@ -71,6 +72,7 @@ class ModelConfig:
     head_dim: Optional[int] = None  # Dh chosen on its own (Gemma, Qwen 3); None = D / H
     qkv_bias: Optional[bool] = None  # biases on q, k, v (Qwen 2: only there); None = as `bias`
     qk_norm: str = "none"  # "none" | "head" (RMSNorm per head: Qwen 3, Gemma 3) | "all" (over all heads: OLMo 2)
+    # | "weightless" (Llama 4: an RMSNorm without weights per head, after RoPE, on the RoPE layers only)
     norm_bias: bool = True  # LayerNorm's additive bias; False drops it (nanoGPT's bias=False, OLMo); RMSNorm has none
     sublayer_norm: str = "input"  # Pre-LN norms the sublayer's "input", "output" (OLMo 2) or "both" (Gemma 2/3)
     attn_scale: Optional[float] = None  # the scores' multiplier; None = 1 / sqrt(Dh) (Gemma 2/3: 1/sqrt(256))
@@ -84,7 +86,8 @@ class ModelConfig:
     n_experts: Optional[int] = None  # E: a mixture-of-experts FFN in every layer (Mixtral); None = dense
     experts_per_token: int = 2  # k of the top-k routing
     renormalize_experts: bool = True  # the k chosen router probabilities divided by their sum (Mixtral)
-    attn_temperature: Optional[str] = None  # "ministral3": queries times 1 + beta log(1 + floor(p / length)); None = 1
+    attn_temperature: Optional[str] = None  # queries times 1 + beta log(1 + floor(p / length)) ("ministral3"), or
+    # on the NoPE layers only 1 + beta log(1 + floor((p + 1) / length)), p counting padding ("llama4"); None = 1
     attn_temperature_beta: float = 0.1  # beta of attn_temperature (Ministral 3's llama_4_scaling_beta)
     attn_temperature_length: int = 8192  # its step in positions (Ministral 3: the pretraining context of its YaRN)
     mla: Optional[LatentDims] = None  # multi-head latent attention in every layer (DeepSeek-V2/V3); None = MHA/GQA
@@ -92,6 +95,8 @@ class ModelConfig:
     moe_layers: Optional[tuple] = None  # the layers with experts (the others: a dense FFN of d_ff); None = every layer
     attn_sinks: bool = False  # a learned sink logit per head joins every softmax (gpt-oss)
     rope_dims: Optional[int] = None  # RoPE turns only the first rope_dims of each head (GLM-4.5: half); None = all Dh
+    attention_chunk: Optional[int] = None  # C: a query sees the keys of its own chunk of C positions (Llama 4)
+    chunked_layers: Optional[tuple] = None  # the layers with chunks; None = every layer
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -123,7 +128,7 @@ class ModelConfig:
         GPT-2-style config prints as it always did."""
         fields = dataclasses.fields(self)
         first = [f.name for f in fields].index("head_dim")
-        last = [f.name for f in fields].index("rope_dims")
+        last = [f.name for f in fields].index("chunked_layers")
         shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
         return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
@@ -149,7 +154,7 @@ class ModelConfig:
             raise ValueError(f"sublayer_norm={self.sublayer_norm!r} places norms inside a Pre-LN block; Post-LN "
                              "(norm_first=False) has its own placement: use sublayer_norm='input' with it")
         self._check_latent_and_routed()
-        for name in ("sliding_layers", "nope_layers", "moe_layers"):
+        for name in ("sliding_layers", "nope_layers", "moe_layers", "chunked_layers"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -164,6 +169,13 @@ class ModelConfig:
             check_choice(self.attn_temperature, "attn_temperature", ATTN_TEMPERATURES)
         check_number(self.attn_temperature_beta, "attn_temperature_beta", low=0.0)
         check_positive_int(self.attn_temperature_length, "attn_temperature_length")
+        if self.attention_chunk is not None:
+            check_positive_int(self.attention_chunk, "attention_chunk")
+        if self.chunked_layers is not None and self.attention_chunk is None:
+            raise ValueError(f"chunked_layers={self.chunked_layers} needs an attention_chunk")
+        both = [i for i in range(self.n_layers) if self.layer_window(i) and self.layer_chunk(i)]
+        if both:
+            raise ValueError(f"layers {both} would have a sliding window and chunks: give each layer one of them")
         if self.sliding_layers is not None and self.sliding_window is None:
             raise ValueError(f"sliding_layers={self.sliding_layers} needs a sliding_window")
         rope_options = self.nope_layers or self.rope_local_base is not None or self.rope_scaling is not None
@@ -181,6 +193,12 @@ class ModelConfig:
             return None
         return self.sliding_window
 
+    def layer_chunk(self, i: int) -> int | None:
+        """C if layer ``i`` attends within its chunk of C positions (Llama 4), else ``None``."""
+        if self.attention_chunk is None or (self.chunked_layers is not None and i not in self.chunked_layers):
+            return None
+        return self.attention_chunk
+
     def layer_moe(self, i: int) -> bool:
         """True if layer ``i``'s FFN is a mixture of experts (``n_experts`` set, ``i`` in ``moe_layers`` or no list)."""
         return self.n_experts is not None and (self.moe_layers is None or i in self.moe_layers)
@@ -191,7 +209,7 @@ class ModelConfig:
             lacking = {k: v for k, v in (("pos", self.pos), ("qk_norm", self.qk_norm), ("sliding_window",
                        self.sliding_window), ("attn_softcap", self.attn_softcap), ("attn_scale", self.attn_scale),
                        ("attn_temperature", self.attn_temperature), ("nope_layers", self.nope_layers),
-                       ("rope_dims", self.rope_dims))
+                       ("rope_dims", self.rope_dims), ("attention_chunk", self.attention_chunk))
                        if v != {"pos": "rope", "qk_norm": "none", "nope_layers": ()}.get(k)}
             kv = self.n_kv_heads not in (None, self.n_heads)
             if kv or self.rope_scale != 1.0:

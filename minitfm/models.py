@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
-from minitfm._decoder_masks import positions_from_mask, window_masks
+from minitfm._decoder_masks import mask_keys, positions_from_mask, window_masks
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
 from minitfm.layers.kv_cache import KVCache, SlidingKVCache
@@ -149,7 +149,7 @@ class DecoderOnlyLM(_Transformer):
     may attend to key, narrows the causal mask further (combined with it: packed rows pass a block-diagonal one).
 
     Layer i attends within ``config.layer_window(i)`` keys (a sliding window, counted in columns of the cache
-    as ``transformers`` counts them) and rotates with ``config.layer_rope(i)``: both are read once, here.
+    as ``transformers`` counts them) or its chunk (``config.layer_chunk(i)``) and rotates with ``config.layer_rope(i)``.
     """
 
     def __init__(self, config: ModelConfig):
@@ -157,13 +157,14 @@ class DecoderOnlyLM(_Transformer):
         c = self.config
         self.layers = nn.ModuleList(DecoderBlock(c, cross_attention=False, layer=i) for i in range(c.n_layers))
         self.layer_windows = [c.layer_window(i) for i in range(c.n_layers)]  # W or None, per layer
+        self.mask_keys = mask_keys(c)  # W, ("chunk", C) or None, per layer: which mask it gets
         self.layer_ropes = [c.layer_rope(i) for i in range(c.n_layers)]  # "global", "local" or None
         self.final_norm = self._final_norm()
         self._init_weights()
 
-    def window_masks(self, mask: torch.Tensor | None, t: int, past: int, device) -> dict:
-        """{W: the mask of the layers with window W (None: every key visible)}, and {None: mask} for the others."""
-        return window_masks(self.layer_windows, mask, t, past, device)
+    def window_masks(self, mask: torch.Tensor | None, t: int, past: int, device, key_mask=None) -> dict:
+        """{each of ``mask_keys`` (W, ("chunk", C) or None): the mask of its layers}, see :func:`window_masks`."""
+        return window_masks(self.mask_keys, mask, t, past, device, key_mask)
 
     def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, bounded: bool = False, dtype=None,
                    device=None):
@@ -183,9 +184,8 @@ class DecoderOnlyLM(_Transformer):
 
     def positions_from_mask(self, key_mask: torch.Tensor | None, past: int, t: int, batch: int,
                             device) -> torch.Tensor:
-        """The positions of ``t`` new tokens after ``past`` cached ones: ``past + arange(t)`` (T,) without a
-        ``key_mask``, else (B, T) each token's index among its row's real tokens (``cumsum(key_mask) - 1``), so
-        left padding does not shift them. ``key_mask`` (B, P + T) bool, ``True`` = real token, is checked."""
+        """The positions of ``t`` new tokens after ``past`` cached ones: ``past + arange(t)`` (T,), or with a ``key_mask``
+        (B, P + T) (checked) each token's index among its row's real tokens, (B, T): left padding does not shift them."""
         return positions_from_mask(key_mask, past, t, batch, device)
 
     def hidden_states(self, tokens: torch.Tensor, *, caches=None, positions=None, key_mask=None, attn_mask=None,
@@ -209,7 +209,7 @@ class DecoderOnlyLM(_Transformer):
                 raise ValueError("latent attention (config.mla) masks causally and by key_mask only: no attn_mask")
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
-        masks = self.window_masks(mask, t, past, tokens.device)
+        masks = self.window_masks(mask, t, past, tokens.device, key_mask)
         # only the causal mask, this module's own (a chapter patches it to leak): causal=True, the kernel masks itself
         fast = masked and caches is None and key_mask is None and attn_mask is None and causal_mask is _library_causal_mask
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
@@ -217,7 +217,7 @@ class DecoderOnlyLM(_Transformer):
         if inter is not None:
             inter.decoder_hidden.append(x)
         with trusted_inputs():  # everything the layers get was checked above or built here
-            for i, (layer, w) in enumerate(zip(self.layers, self.layer_windows)):
+            for i, (layer, w) in enumerate(zip(self.layers, self.mask_keys)):
                 x, weights, _ = layer(x, mask=None if fast and w is None else masks[w], causal=fast and w is None,
                                       bias=bias, rope=ropes[self.layer_ropes[i]], positions=positions,
                                       cache=None if caches is None else caches[i], need_weights=inter is not None,

@@ -85,7 +85,7 @@ def attention_params(c: ModelConfig) -> int:
     weights = c.d_model * q + 2 * c.d_model * kv + q * c.d_model
     qkv_bias = c.bias if c.qkv_bias is None else c.qkv_bias
     biases = (q + 2 * kv if qkv_bias else 0) + (c.d_model if c.bias else 0)
-    qk_norm = {"none": 0, "head": 2 * c.d_head, "all": q + kv}[c.qk_norm]
+    qk_norm = {"none": 0, "weightless": 0, "head": 2 * c.d_head, "all": q + kv}[c.qk_norm]
     return weights + biases + qk_norm + (c.n_heads if c.attn_sinks else 0)  # gpt-oss: one sink logit per head
 
 

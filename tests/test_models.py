@@ -357,3 +357,25 @@ def test_latent_attention_reads_left_padding_from_the_key_mask_and_refuses_an_at
         assert_close(padded[1, 4:], model(tokens[1:, 4:])[0], atol=1e-5, rtol=1e-5)
         with pytest.raises(ValueError, match="attn_mask"):
             model(tokens, attn_mask=torch.ones(2, 1, 12, 12, dtype=torch.bool))
+
+
+def test_chunked_layers_see_their_chunk_only_and_decode_alike_with_the_cache():
+    """Llama 4 (issue 48): a chunked layer's query sees the keys of its own chunk; greedy equal with the cache."""
+    import minitfm
+
+    cfg = ModelConfig.small_lm(vocab_size=40, d_model=32, n_layers=2, max_seq_len=48, attention_chunk=5,
+                               chunked_layers=(0,), nope_layers=(1,), qk_norm="weightless", attn_temperature="llama4",
+                               attn_temperature_length=4)
+    assert [cfg.layer_chunk(i) for i in range(2)] == [5, None]
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(cfg).eval()
+    tokens = torch.randint(3, 40, (1, 12))
+    _, inter = model(tokens, return_intermediates=True)
+    seen = inter.decoder_self[0][0, 0] > 0  # (T, T): layer 0's weights
+    assert seen[7, 5:8].all() and not seen[7, :5].any() and seen[4, :5].all()  # chunks 0..4 and 5..9
+    assert inter.decoder_self[1][0, 0, 7, :5].gt(0).all()  # the NoPE layer sees the whole past
+    prompt = torch.tensor([[5, 3, 17, 4, 8]])
+    assert torch.equal(minitfm.generate(model, prompt, 25, eos_id=-1).tokens,
+                       minitfm.generate(model, prompt, 25, eos_id=-1, use_cache=False).tokens)
+    with pytest.raises(ValueError, match="sliding window and chunks"):
+        ModelConfig.small_lm(attention_chunk=5, sliding_window=4)

@@ -41,7 +41,7 @@ def test_breakdown_is_exact_and_matches_the_formula(config, model_cls, kind):
 
 def test_every_combination_of_the_open_decoders_axes_matches_the_formula():
     """The closed form equals the exact count of the decoder-only model over all 216 combinations of the block's
-    axes (biases, norm placement, norm kind, FFN kind, mixture of experts), with the 18 combinations of the
+    axes (biases, norm placement, norm kind, FFN kind, mixture of experts), with the 24 combinations of the
     attention's (head size, q/k/v biases, QK-norm) cycled along them."""
     attention = itertools.cycle(itertools.product((None, 6), (None, True, False), QK_NORMS))
     block = itertools.product((True, False), SUBLAYER_NORMS, NORMS, FFN_KINDS, (None, 3))
@@ -52,7 +52,7 @@ def test_every_combination_of_the_open_decoders_axes_matches_the_formula():
                              norm=norm, ffn=ffn, n_experts=experts, pos="learned", tie_embeddings=False)
         assert count_params(DecoderOnlyLM(config)) == estimate_params(config), config
         seen.add((qk_norm, norm))
-    assert len(seen) == 3 * 3  # each QK-norm met each norm kind (the QK-norm is an RMSNorm, with Gemma's offset or not)
+    assert len(seen) == len(QK_NORMS) * 3  # each QK-norm met each norm kind (an RMSNorm, with Gemma's offset or not)
 
 
 def test_gated_geglu_counts_three_matrices_as_swiglu_does():

@@ -86,7 +86,8 @@ def _attention(config: ModelConfig) -> MultiHeadAttention | LatentAttention:
                               qkv_bias=config.qkv_bias, qk_norm=config.qk_norm, qk_norm_kind=qk_kind,
                               norm_eps=config.norm_eps, scale=config.attn_scale, softcap=config.attn_softcap,
                               temperature=None if config.attn_temperature is None else
-                              (config.attn_temperature_beta, config.attn_temperature_length), sinks=config.attn_sinks)
+                              (config.attn_temperature_beta, config.attn_temperature_length) +
+                              (("llama4",) if config.attn_temperature == "llama4" else ()), sinks=config.attn_sinks)
 
 
 def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:
@@ -115,7 +116,7 @@ class _Block(nn.Module):
                                  n_group=r.n_group, topk_group=r.topk_group, norm_topk_prob=config.renormalize_experts,
                                  routed_scaling_factor=r.routed_scaling_factor, router_bias=r.router_bias,
                                  expert_bias=r.expert_bias, activation=r.activation, swiglu_alpha=r.swiglu_alpha,
-                                 swiglu_limit=r.swiglu_limit, gate_up_layout=r.gate_up_layout)
+                                 swiglu_limit=r.swiglu_limit, gate_up_layout=r.gate_up_layout, weights_on=r.weights_on)
         else:
             self.ffn = MoEFeedForward(config.d_model, config.n_experts, config.experts_per_token, config.d_ff,
                                       ffn=config.ffn, bias=config.bias, renormalize=config.renormalize_experts)

@@ -18,14 +18,15 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_choice, check_module_input, check_number, check_positive_int, check_probability
-from minitfm.layers._attention_variants import sink_attention
+from minitfm.layers._attention_variants import (chunked_causal_mask, count_left_padding,  # noqa: F401 (for models)
+                                                sink_attention, weightless_qk_norm)
 from minitfm.layers.attention import IMPLEMENTATIONS, scaled_dot_product_attention
 from minitfm.layers.kv_cache import KVCache
 from minitfm.layers.masks import causal_mask
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import RotaryEmbedding
 
-QK_NORMS = ("none", "head", "all")
+QK_NORMS = ("none", "head", "all", "weightless")
 
 
 class MultiHeadAttention(nn.Module):
@@ -41,13 +42,16 @@ class MultiHeadAttention(nn.Module):
         impl: ``"manual"`` or ``"fused"``, see :func:`minitfm.scaled_dot_product_attention`.
         d_head: Dh; ``None`` = D / H (then D must divide by H).
         qkv_bias: biases on q, k and v (``None``: as ``bias``, which then covers out_proj only when given).
-        qk_norm: ``"none"``, ``"head"`` (an RMSNorm of width Dh on every query and key head) or ``"all"``
-            (one RMSNorm over the H Dh query features and one over the H_kv Dh key features).
+        qk_norm: ``"none"``, ``"head"`` (an RMSNorm of width Dh on every query and key head), ``"all"``
+            (one RMSNorm over the H Dh query features and one over the H_kv Dh key features) or ``"weightless"``
+            (Llama 4: an RMSNorm without weights on every head, after RoPE, only when a ``rope`` is given).
         qk_norm_kind, norm_eps: that norm's kind (``"rms"`` or Gemma's ``"rms_offset"``) and epsilon.
         scale: the scores' multiplier; ``None`` = 1 / sqrt(Dh).
         softcap: cap the scores at +-softcap with c tanh(s / c) (Gemma 2); forces the manual path.
         temperature: ``(beta, length)``: self-attention's queries at position p, after RoPE, times
             1 + beta log(1 + floor(p / length)) (Ministral 3's ``llama_4_scaling_beta``); ``None`` = 1.
+            ``(beta, length, "llama4")``: only when no ``rope`` is given (Llama 4's NoPE layers), with
+            1 + beta log(1 + floor((p + 1) / length)) and p = cache length + arange(T_q) in every row.
         sinks: a learned logit per head, ``sinks`` (H,), joins every softmax as one more column that no value
             reads (gpt-oss): a head may then attend to nothing. Its weights (``need_weights``) leave the sink out.
     """
@@ -66,8 +70,10 @@ class MultiHeadAttention(nn.Module):
             if value is not None:
                 check_number(value, name, low=0.0, low_open=True)
         if temperature is not None:
-            if not isinstance(temperature, tuple) or len(temperature) != 2:
-                raise TypeError(f"temperature must be a (beta, length) tuple or None, got {temperature!r}")
+            if not isinstance(temperature, tuple) or len(temperature) not in (2, 3) or temperature[2:] not in ((),
+                                                                                                   ("llama4",)):
+                raise TypeError(f"temperature must be a (beta, length) or (beta, length, 'llama4') tuple or None, "
+                                f"got {temperature!r}")
             check_number(temperature[0], "temperature's beta", low=0.0)
             check_positive_int(temperature[1], "temperature's length")
         self.temperature = temperature
@@ -85,6 +91,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_model // n_heads if d_head is None else d_head
         self.dropout, self.impl, self.qk_norm, self.scale, self.softcap = dropout, impl, qk_norm, scale, softcap
+        self.norm_eps = norm_eps
         qkv_bias = bias if qkv_bias is None else qkv_bias
         self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
@@ -92,7 +99,7 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
         self.q_norm = self.k_norm = None
-        if qk_norm != "none":  # "head": width Dh, shared by the heads; "all": one norm over every head's features
+        if qk_norm not in ("none", "weightless"):  # "head": width Dh, shared by the heads; "all": one norm over every head's features
             q_width, k_width = (self.d_head, self.d_head) if qk_norm == "head" else \
                 (n_heads * self.d_head, n_kv_heads * self.d_head)
             self.q_norm = make_norm(qk_norm_kind, q_width, eps=norm_eps)
@@ -125,7 +132,10 @@ class MultiHeadAttention(nn.Module):
     def temper(self, q: torch.Tensor, offset: int, positions: torch.Tensor | None) -> torch.Tensor:
         """q (B, H, T_q, Dh) times tau(p) = 1 + beta log(1 + floor(p / length)) at its positions (``positions``
         (T_q,) or (B, T_q), else ``offset + arange(T_q)``), tau computed in float32 as transformers does."""
-        beta, length = self.temperature
+        beta, length = self.temperature[:2]
+        if len(self.temperature) == 3:  # Llama 4: cache length + arange(T_q) for every row, and p + 1
+            p = torch.arange(offset, offset + q.shape[-2], device=q.device).float()
+            return (q * (torch.log1p(torch.floor((p + 1.0) / length)) * beta + 1.0)[:, None]).to(q.dtype)
         if positions is None:
             positions = torch.arange(offset, offset + q.shape[-2], device=q.device)
         tau = 1 + beta * torch.log(1 + torch.floor(positions / length))  # (T_q,) or (B, T_q), float32
@@ -191,7 +201,9 @@ class MultiHeadAttention(nn.Module):
             k, v = self.project_kv(x if memory is None else memory)
             if rope is not None:
                 q, k = self.rotate(rope, q, offset, positions), self.rotate(rope, k, offset, positions)
-            if self.temperature is not None and memory is None:
+            if self.qk_norm == "weightless" and rope is not None:  # Llama 4: after RoPE, on the RoPE layers
+                q, k = weightless_qk_norm(q, self.norm_eps), weightless_qk_norm(k, self.norm_eps)
+            if self.temperature is not None and memory is None and (len(self.temperature) == 2 or rope is None):
                 q = self.temper(q, offset, positions)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, Dh)

@@ -17,11 +17,12 @@ from minitfm.pretrained.families import DECODER_FAMILIES, _refuse, decoder_confi
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_config_from_hf, deepseek_config_json
 from minitfm.pretrained.family_json import decoder_config_json
 from minitfm.pretrained.gpt_oss import gpt_oss_config_from_hf, gpt_oss_config_json
+from minitfm.pretrained.llama4 import llama4_config_from_hf, llama4_config_json
 from minitfm.pretrained.minimax import minimax_config_from_hf, minimax_config_json
 from minitfm.pretrained.files import check_config_fields
 
 
-FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES) + ("gpt_oss", "minimax_m2")  # every model_type minitfm loads, in the
+FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES) + ("gpt_oss", "minimax_m2", "llama4_text")  # every model_type minitfm loads, in the
 # order export tries them
 LLAMA_TYPES = tuple(DECODER_FAMILIES)  # the Llama-like ones (pretrained.families)
 
@@ -109,8 +110,10 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     check_config_fields(hf, "gpt2" if family == "gpt2" else "llama")
     if family in DEEPSEEK_TYPES:
         return deepseek_config_from_hf(hf, family)
-    if family in ("gpt_oss", "minimax_m2"):
-        return (gpt_oss_config_from_hf if family == "gpt_oss" else minimax_config_from_hf)(hf)
+    readers = {"gpt_oss": gpt_oss_config_from_hf, "minimax_m2": minimax_config_from_hf,
+               "llama4_text": llama4_config_from_hf}
+    if family in readers:
+        return readers[family](hf)
     if family != "gpt2":
         return decoder_config_from_hf(hf, family)
     act = hf.get("activation_function", "gelu_new")
@@ -221,8 +224,9 @@ def _config_json(config: ModelConfig, family: str) -> dict:
     c = config.resolved()
     if family in DEEPSEEK_TYPES:
         return deepseek_config_json(c, family)
-    if family in ("gpt_oss", "minimax_m2"):
-        return (gpt_oss_config_json if family == "gpt_oss" else minimax_config_json)(c)
+    writers = {"gpt_oss": gpt_oss_config_json, "minimax_m2": minimax_config_json, "llama4_text": llama4_config_json}
+    if family in writers:
+        return writers[family](c)
     if family != "gpt2":
         return decoder_config_json(c, family)
     special = {"bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}

@@ -55,7 +55,7 @@ DECODER_FAMILIES = {
 # others): a file without the key reads as transformers reads it, never with a default of minitfm's own
 _DEFAULTS = {
     "rms_norm_eps": {"phi3": 1e-5, "olmo2": 1e-5, "olmo3": 1e-5, "ministral3": 1e-5, "mixtral": 1e-5, "*": 1e-6},
-    "rope_theta": {"smollm3": 2e6, "mixtral": 1e6, "gemma3_text": 1e6, "olmo3": 5e5, "*": 1e4},
+    "rope_theta": {"smollm3": 2e6, "mixtral": 1e6, "gemma3_text": 1e6, "olmo3": 5e5, "llama4_text": 5e5, "*": 1e4},
     "rope_local_base_freq": {"olmo3": 5e5, "*": 1e4},  # OLMo 3: an older file's rope_theta leaves the sliding at 5e5
     "hidden_act": {"gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh", "gemma3_text": "gelu_pytorch_tanh",
                    "*": "silu"},

@@ -22,6 +22,7 @@ from minitfm.pretrained.conventions import _check_config, check_family
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts, routed_ffn_rules
 from minitfm.pretrained.families import DECODER_FAMILIES
 from minitfm.pretrained.gpt_oss import gpt_oss_rules
+from minitfm.pretrained.llama4 import llama4_rules
 from minitfm.pretrained.minimax import minimax_ffn_rules
 from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
                                            rotate_half_permutation, split_fused_qkv, split_rows, to_rotate_half)
@@ -90,7 +91,7 @@ def _attention_rules(c: ModelConfig, family: str, h: str, m: str) -> list[Rule]:
                   _rotated(f"{h}k_proj.{part}", f"{m}k_proj.{part}", c.n_kv_heads, c.rope_dims),
                   _copy(f"{h}v_proj.{part}", f"{m}v_proj.{part}")]
     rules += [_copy(f"{h}o_proj.{part}", f"{m}out_proj.{part}") for part in ("weight", "bias")[:1 + c.bias]]
-    if c.qk_norm != "none":  # a norm over one head turns like one head; over all heads, like q and k
+    if c.qk_norm not in ("none", "weightless"):  # a norm over one head turns like one head; over all, like q and k
         heads = (1, 1) if c.qk_norm == "head" else (c.n_heads, c.n_kv_heads)
         rules += [_rotated(f"{h}{p}_norm.weight", f"{m}{p}_norm.weight", n, c.rope_dims) for p, n in zip("qk", heads)]
     return rules
@@ -144,7 +145,9 @@ def _decoder_rules(c: ModelConfig, family: str) -> list[Rule]:
     rules = [_copy("model.embed_tokens.weight", "tok_emb.weight")]
     for i in range(c.n_layers):
         h, m = f"model.layers.{i}.", f"layers.{i}."
-        if family == "glm4_moe":  # Llama's attention, DeepSeek-V3's experts
+        if family == "llama4_text":  # q and k copied; feed_forward's dense or routed FFN
+            rules += llama4_rules(c, i)
+        elif family == "glm4_moe":  # Llama's attention, DeepSeek-V3's experts
             rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.") + routed_ffn_rules(c, i)
         elif family in DEEPSEEK_TYPES:  # latent attention; routed experts after the dense layers
             rules += deepseek_rules(c, i)

@@ -90,6 +90,11 @@ FAMILIES = {
     "minimax_m2": ("MiniMaxM2Config", {**_rope(partial_rotary_factor=0.5), "head_dim": 8, "num_local_experts": 4,
                                        "num_experts_per_tok": 2}, "QK-norm over all heads, RoPE on half of each head, "
                    "sigmoid experts chosen with the block's correction bias in every layer"),
+    "llama4_text": ("Llama4TextConfig", {**_rope(), "num_hidden_layers": 4, "head_dim": 8, "intermediate_size": 12,
+                                         "intermediate_size_mlp": 20, "num_local_experts": 4, "num_experts_per_tok": 1,
+                                         "interleave_moe_layer_step": 2, "attention_chunk_size": WINDOW,
+                                         "floor_scale": 4, "attn_scale": 0.5},
+                    "chunked RoPE layers with a weightless QK-norm, a hotter NoPE layer, experts every 2nd layer"),
     "gpt_oss": ("GptOssConfig", {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 1.0,
                                  "sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
                                      "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -142,7 +147,8 @@ def test_left_padded_batch_matches(pair):
     want = hf(tokens, attention_mask=mask.long(), position_ids=positions).logits
     got = model(tokens, key_mask=mask)
     assert (want - got)[mask].abs().max() <= TOL  # real positions; padding rows are undefined in both
-    if model.config.sliding_window is None:  # a window counts columns, padding included, as transformers does
+    # a window, and Llama 4's temperature, count columns, padding included, as transformers does
+    if model.config.sliding_window is None and model.config.attn_temperature != "llama4":
         assert (got[2:, 11:] - model(tokens[2:, 11:])).abs().max() <= TOL
 
 
@@ -177,7 +183,7 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
 LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
-                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE"}
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE", "llama4_text": "RoutedMoE"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
