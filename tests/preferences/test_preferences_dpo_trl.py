@@ -4,7 +4,8 @@ One tiny random Llama checkpoint (built offline with transformers' ``LlamaConfig
 policy and another the reference. TRL tokenizes the preference pairs (appending EOS to each reply), batches them
 ``[chosen; rejected]`` and computes its loss and metrics through its public ``compute_loss``; minitfm loads the
 same checkpoints (``minitfm.pretrained.load``) and scores the same ids, with labels -100 outside the replies
-(chapter 15's mask). The loss, the mean chosen and rejected rewards, the margins, the accuracy and the mean
+(chapter 15's mask). TRL's numbers come through public methods only: ``compute_loss`` for the loss, then
+``log``, whose record in ``trainer.state.log_history`` holds the metrics ``compute_loss`` measured. The loss, the mean chosen and rejected rewards, the margins, the accuracy and the mean
 chosen and rejected log-probabilities agree to 1e-6.
 
 TRL's configs default to bf16 even on a CPU (``bf16=False`` here), and each trainer patches the model it gets,
@@ -65,7 +66,9 @@ def trl_numbers(root, beta: float, tmp_path):
     trainer.model.eval()
     with torch.no_grad():
         loss = trainer.compute_loss(trainer.model, batch)
-    metrics = {k: v[-1] for k, v in trainer._metrics["eval"].items()}  # what trainer.log prints, this batch
+    trainer.log({})  # the public way to read the metrics compute_loss recorded: the trainer's log of this batch
+    logged = trainer.state.log_history[-1]
+    metrics = {k.removeprefix("eval_"): v for k, v in logged.items() if k.startswith("eval_")}  # eval mode
     return batch, float(loss), metrics
 
 

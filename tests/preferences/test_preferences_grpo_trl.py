@@ -6,9 +6,11 @@
   clip and the KL both act, advantages) TRL's public ``compute_loss`` and ``minitfm.preferences.grpo_loss`` on
   minitfm's own per-token log-probabilities agree to 1e-6, for the four loss types, with and without the KL
   term, at a sampling temperature of 0.7, and with TRL's ``use_bias_correction_kl`` on and off.
-- **Advantages** (TRL's private ``_generate_and_score_completions``: TRL computes them nowhere else): TRL samples
+- **Advantages**: TRL computes them nowhere but inside its *private* ``_generate_and_score_completions``
+  (trl 1.16.0, ``trl/trainer/grpo_trainer.py``, lines 2760-2788: r minus the group's nanmean, divided by
+  ``nanstd`` + 1e-4), so this test calls that private method, the smallest way to TRL's own numbers: TRL samples
   completions, a reward function hands it recorded rewards, and its advantages equal ``group_advantages`` for
-  ``scale_rewards`` = group, batch and none.
+  ``scale_rewards`` = group, batch and none. A TRL upgrade may rename it; the pin in requirements.txt holds it.
 
 TRL's configs default to bf16 even on a CPU (``bf16=False`` here); the trainer is in eval mode, where ``dapo``
 divides by ``num_items_in_batch`` alone (in train mode gradient accumulation enters too).
