@@ -11,6 +11,8 @@ from typing import Optional
 
 from minitfm._checks import check_choice, check_number, check_positive_int
 
+LAYER_KINDS = ("full", "sliding", "chunked", "latent", "linear")  # ModelConfig.layer_kind's answers
+
 
 def _coerce(cls, value, name: str):
     if value is None or isinstance(value, cls):
@@ -93,3 +95,71 @@ class RoutedExperts:
     @classmethod
     def coerce(cls, value) -> "RoutedExperts | None":
         return _coerce(cls, value, "routed")
+
+
+@dataclass(frozen=True)
+class DeltaDims:
+    """Gated DeltaNet's sizes (:class:`~minitfm.layers.delta_net.GatedDeltaNet`): H value heads, H_k query/key
+    heads, their widths Dk and Dv, the convolution's K taps, and the projections' layout ("qwen3_5" or
+    "qwen3_next")."""
+
+    n_heads: int
+    n_key_heads: int
+    d_key_head: int
+    d_value_head: int
+    conv_kernel: int = 4
+    layout: str = "qwen3_5"
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self)[:5]:
+            check_positive_int(getattr(self, f.name), f"delta_net.{f.name}")
+        check_choice(self.layout, "delta_net.layout", ("qwen3_next", "qwen3_5"))
+        if self.n_heads % self.n_key_heads:
+            raise ValueError(f"delta_net.n_heads must divide by n_key_heads, got {self.n_heads}, {self.n_key_heads}")
+
+    @classmethod
+    def coerce(cls, value) -> "DeltaDims | None":
+        return _coerce(cls, value, "delta_net")
+
+
+def check_options(c) -> None:
+    """The checks of a ModelConfig's options of issue 48 (latent attention, routed experts, sinks, partial RoPE,
+    Gated DeltaNet layers), which it calls from ``__post_init__``."""
+    c.mla, c.routed = LatentDims.coerce(c.mla), RoutedExperts.coerce(c.routed)
+    if c.mla is not None:
+        lacking = {k: v for k, v in (("pos", c.pos), ("qk_norm", c.qk_norm), ("sliding_window",
+                   c.sliding_window), ("attn_softcap", c.attn_softcap), ("attn_scale", c.attn_scale),
+                   ("attn_temperature", c.attn_temperature), ("nope_layers", c.nope_layers),
+                   ("rope_dims", c.rope_dims), ("attention_chunk", c.attention_chunk))
+                   if v != {"pos": "rope", "qk_norm": "none", "nope_layers": ()}.get(k)}
+        kv = c.n_kv_heads not in (None, c.n_heads)
+        if kv or c.rope_scale != 1.0:
+            lacking.update(n_kv_heads=c.n_kv_heads, rope_scale=c.rope_scale)
+        if lacking:
+            raise ValueError(f"mla (latent attention) rotates with its own RoPE and caches one latent for every "
+                             f"head: it needs pos='rope', n_kv_heads = n_heads, rope_scale 1 and none of the "
+                             f"other attention options, got {lacking}")
+    if c.rope_dims is not None:
+        check_positive_int(c.rope_dims, "rope_dims")
+        if c.pos != "rope" or c.rope_dims % 2 or c.rope_dims > c.d_head:
+            raise ValueError(f"rope_dims turns the first rope_dims of each head: it needs pos='rope' and an even "
+                             f"number <= d_head={c.d_head}, got pos={c.pos!r}, rope_dims={c.rope_dims}")
+    if not isinstance(c.attn_sinks, bool):
+        raise TypeError(f"attn_sinks must be a bool, got {type(c.attn_sinks).__name__}")
+    if c.attn_sinks and (c.attn_softcap is not None or c.pos == "alibi" or c.mla is not None):
+        raise ValueError("attn_sinks joins a sink logit to softmax attention's scores: it takes no attn_softcap, "
+                         "no ALiBi bias (pos='alibi') and no latent attention (mla)")
+    if (c.routed is not None or c.moe_layers is not None) and c.n_experts is None:
+        raise ValueError("routed and moe_layers describe the experts: they need n_experts")
+    if c.moe_layers is not None and c.routed is None:
+        raise ValueError("moe_layers leaves some layers dense (width d_ff): give the experts' own width with "
+                         "routed=RoutedExperts(d_expert=...)")
+
+    c.delta_net = DeltaDims.coerce(c.delta_net)
+    if bool(c.linear_layers) != (c.delta_net is not None):
+        raise ValueError(f"linear_layers={c.linear_layers} and delta_net={c.delta_net} go together: the Gated "
+                         "DeltaNet layers and their sizes")
+    if c.linear_layers and c.mla is not None:
+        raise ValueError("linear_layers and mla: give the layers either Gated DeltaNet or latent attention")
+    if not isinstance(c.attn_output_gate, bool):
+        raise TypeError(f"attn_output_gate must be a bool, got {type(c.attn_output_gate).__name__}")

@@ -11,6 +11,10 @@ from minitfm._checks import check_tensor
 from minitfm.layers.masks import sliding_window_mask
 from minitfm.layers.multihead import chunked_causal_mask, count_left_padding
 
+# The ModelConfig fields only DecoderOnlyLM implements: an EncoderDecoder refuses them unless at their default
+DECODER_ONLY_FIELDS = ("sliding_window", "nope_layers", "rope_local_base", "final_softcap", "n_experts",
+                       "attn_temperature", "mla", "attn_sinks", "linear_layers", "attention_chunk", "attn_output_gate")
+
 
 def mask_keys(config) -> list:
     """Per layer of a resolved ModelConfig: its window W, ("chunk", C), or None (it sees the whole past)."""

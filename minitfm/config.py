@@ -12,7 +12,8 @@ field each too: ``head_dim``, ``qkv_bias`` (Qwen 2), ``qk_norm`` (Qwen 3, Gemma 
 with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_local_base`` (Gemma 3),
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
 ``renormalize_experts`` (Mixtral, Qwen3-MoE) with DeepSeek's ``routed`` experts in the ``moe_layers``, latent
-attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks``, partial RoPE ``rope_dims`` (GLM-4.5), Llama 4's ``attention_chunk`` and ``chunked_layers``, and Ministral 3's query temperature ``attn_temperature`` (with
+attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks``, partial RoPE ``rope_dims`` (GLM-4.5), Llama 4's ``attention_chunk`` and ``chunked_layers``, Qwen 3.5's Gated DeltaNet ``linear_layers`` (sizes
+``delta_net``) and ``attn_output_gate``, and Ministral 3's query temperature ``attn_temperature`` (with
 ``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
 :meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_chunk`, :meth:`ModelConfig.layer_rope` and
 :meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
@@ -28,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from minitfm._config_parts import LatentDims, RoutedExperts
+from minitfm._config_parts import DeltaDims, LatentDims, RoutedExperts, check_options  # noqa: F401
 from minitfm._checks import check_choice, check_number, check_positive_int, check_probability
 from minitfm.layers.attention import IMPLEMENTATIONS
 from minitfm.layers.feedforward import FFN_KINDS, GATED, swiglu_hidden_size
@@ -97,6 +98,9 @@ class ModelConfig:
     rope_dims: Optional[int] = None  # RoPE turns only the first rope_dims of each head (GLM-4.5: half); None = all Dh
     attention_chunk: Optional[int] = None  # C: a query sees the keys of its own chunk of C positions (Llama 4)
     chunked_layers: Optional[tuple] = None  # the layers with chunks; None = every layer
+    linear_layers: tuple = ()  # the layers with Gated DeltaNet (linear attention, Qwen3-Next/3.5) instead of attention
+    delta_net: Optional[DeltaDims] = None  # the sizes of those layers
+    attn_output_gate: bool = False  # attention's output times sigmoid(a gate projection of x) (Qwen3-Next/3.5)
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)
     pad_id: Optional[int] = 0
@@ -128,7 +132,7 @@ class ModelConfig:
         GPT-2-style config prints as it always did."""
         fields = dataclasses.fields(self)
         first = [f.name for f in fields].index("head_dim")
-        last = [f.name for f in fields].index("chunked_layers")
+        last = [f.name for f in fields].index("attn_output_gate")
         shown = [f for i, f in enumerate(fields) if not first <= i <= last or getattr(self, f.name) != f.default]
         return f"ModelConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
@@ -154,7 +158,7 @@ class ModelConfig:
             raise ValueError(f"sublayer_norm={self.sublayer_norm!r} places norms inside a Pre-LN block; Post-LN "
                              "(norm_first=False) has its own placement: use sublayer_norm='input' with it")
         self._check_latent_and_routed()
-        for name in ("sliding_layers", "nope_layers", "moe_layers", "chunked_layers"):
+        for name in ("sliding_layers", "nope_layers", "moe_layers", "chunked_layers", "linear_layers"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -199,40 +203,21 @@ class ModelConfig:
             return None
         return self.attention_chunk
 
+    def layer_kind(self, i: int) -> str:
+        """What mixes layer ``i``'s tokens: ``"linear"`` (Gated DeltaNet), ``"latent"`` (mla), ``"chunked"``,
+        ``"sliding"`` or ``"full"`` attention."""
+        if i in self.linear_layers:
+            return "linear"
+        if self.mla is not None:
+            return "latent"
+        return "chunked" if self.layer_chunk(i) else "sliding" if self.layer_window(i) else "full"
+
     def layer_moe(self, i: int) -> bool:
         """True if layer ``i``'s FFN is a mixture of experts (``n_experts`` set, ``i`` in ``moe_layers`` or no list)."""
         return self.n_experts is not None and (self.moe_layers is None or i in self.moe_layers)
 
     def _check_latent_and_routed(self) -> None:
-        self.mla, self.routed = LatentDims.coerce(self.mla), RoutedExperts.coerce(self.routed)
-        if self.mla is not None:
-            lacking = {k: v for k, v in (("pos", self.pos), ("qk_norm", self.qk_norm), ("sliding_window",
-                       self.sliding_window), ("attn_softcap", self.attn_softcap), ("attn_scale", self.attn_scale),
-                       ("attn_temperature", self.attn_temperature), ("nope_layers", self.nope_layers),
-                       ("rope_dims", self.rope_dims), ("attention_chunk", self.attention_chunk))
-                       if v != {"pos": "rope", "qk_norm": "none", "nope_layers": ()}.get(k)}
-            kv = self.n_kv_heads not in (None, self.n_heads)
-            if kv or self.rope_scale != 1.0:
-                lacking.update(n_kv_heads=self.n_kv_heads, rope_scale=self.rope_scale)
-            if lacking:
-                raise ValueError(f"mla (latent attention) rotates with its own RoPE and caches one latent for every "
-                                 f"head: it needs pos='rope', n_kv_heads = n_heads, rope_scale 1 and none of the "
-                                 f"other attention options, got {lacking}")
-        if self.rope_dims is not None:
-            check_positive_int(self.rope_dims, "rope_dims")
-            if self.pos != "rope" or self.rope_dims % 2 or self.rope_dims > self.d_head:
-                raise ValueError(f"rope_dims turns the first rope_dims of each head: it needs pos='rope' and an even "
-                                 f"number <= d_head={self.d_head}, got pos={self.pos!r}, rope_dims={self.rope_dims}")
-        if not isinstance(self.attn_sinks, bool):
-            raise TypeError(f"attn_sinks must be a bool, got {type(self.attn_sinks).__name__}")
-        if self.attn_sinks and (self.attn_softcap is not None or self.pos == "alibi" or self.mla is not None):
-            raise ValueError("attn_sinks joins a sink logit to softmax attention's scores: it takes no attn_softcap, "
-                             "no ALiBi bias (pos='alibi') and no latent attention (mla)")
-        if (self.routed is not None or self.moe_layers is not None) and self.n_experts is None:
-            raise ValueError("routed and moe_layers describe the experts: they need n_experts")
-        if self.moe_layers is not None and self.routed is None:
-            raise ValueError("moe_layers leaves some layers dense (width d_ff): give the experts' own width with "
-                             "routed=RoutedExperts(d_expert=...)")
+        check_options(self)  # latent attention, routed experts, sinks, partial RoPE, DeltaNet layers
 
     def layer_rope(self, i: int) -> str | None:
         """Which RoPE layer ``i`` rotates with: ``"global"``, ``"local"`` (the sliding layers of a config with

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_module_input, check_tensor, check_token_ids, trusted_inputs
-from minitfm._decoder_masks import mask_keys, positions_from_mask, window_masks
+from minitfm._decoder_masks import DECODER_ONLY_FIELDS, mask_keys, positions_from_mask, window_masks
 from minitfm.config import ModelConfig
 from minitfm.layers.blocks import DecoderBlock, EncoderBlock, LayerCache
 from minitfm.layers.kv_cache import KVCache, SlidingKVCache
@@ -169,9 +169,10 @@ class DecoderOnlyLM(_Transformer):
     def new_caches(self, batch_size: int, max_seq_len: int, cache_cls=KVCache, *, bounded: bool = False, dtype=None,
                    device=None):
         """One :class:`LayerCache` per layer, each holding up to ``max_seq_len`` tokens; ``bounded=True`` gives the
-        sliding-window layers a :class:`SlidingKVCache` that keeps only their window; latent attention layers
-        (``config.mla``) a :class:`LatentKVCache`."""
-        def cache(window):
+        sliding-window layers a :class:`SlidingKVCache` of their window; ``config.mla`` a :class:`LatentKVCache`."""
+        def cache(i, window):
+            if i in self.config.linear_layers:  # Gated DeltaNet: its convolution window and state, of fixed size
+                return self.layers[i].self_attn.new_cache(batch_size)
             if self.config.mla is not None:  # latent attention caches R + Dr numbers per token, for every head
                 m, weights = self.config.mla, self._new_cache(cache_cls, 1, 1, dtype, device)
                 return LatentKVCache(batch_size, max_seq_len, m.kv_lora_rank, m.qk_rope_head_dim,
@@ -180,7 +181,7 @@ class DecoderOnlyLM(_Transformer):
                 return self._new_cache(cache_cls, batch_size, max_seq_len, dtype, device)
             return self._new_cache(SlidingKVCache, batch_size, max_seq_len, dtype, device, window=window)
 
-        return [LayerCache(cache(w)) for w in self.layer_windows]
+        return [LayerCache(cache(i, w)) for i, w in enumerate(self.layer_windows)]
 
     def positions_from_mask(self, key_mask: torch.Tensor | None, past: int, t: int, batch: int,
                             device) -> torch.Tensor:
@@ -252,8 +253,7 @@ class EncoderDecoder(_Transformer):
         c = self.config
         if c.pad_id is None:
             raise ValueError("an EncoderDecoder masks source padding by pad_id: give the config a pad_id, got None")
-        decoder_only = {k: getattr(c, k) for k in ("sliding_window", "nope_layers", "rope_local_base", "final_softcap",
-                        "n_experts", "attn_temperature", "mla", "attn_sinks") if getattr(c, k) not in (None, (), False)}
+        decoder_only = {k: getattr(c, k) for k in DECODER_ONLY_FIELDS if getattr(c, k) not in (None, (), False)}
         if decoder_only:
             raise ValueError(f"these settings are the decoder-only models' (DecoderOnlyLM), got {decoder_only}")
         self.encoder = nn.ModuleList(EncoderBlock(c) for _ in range(c.n_encoder_layers))

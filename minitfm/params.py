@@ -16,6 +16,7 @@ from __future__ import annotations
 from torch import nn
 
 from minitfm.config import ModelConfig
+from minitfm.layers.delta_net import GatedDeltaNet
 from minitfm.layers.feedforward import GATED, FeedForward, SwiGLU
 from minitfm.layers.latent_attention import LatentAttention
 from minitfm.layers.moe import MoEFeedForward
@@ -31,7 +32,7 @@ MODEL_KINDS = ("decoder_only", "encoder_decoder")
 def _part(name: str, module: nn.Module) -> str | None:
     if isinstance(module, LearnedPositionalEmbedding) or name == "tok_emb":
         return "embeddings"
-    if isinstance(module, (MultiHeadAttention, LatentAttention)):  # its QK-norms (latent norms) too: inside it
+    if isinstance(module, (MultiHeadAttention, LatentAttention, GatedDeltaNet)):  # its norms too: inside it
         return "attention"
     if isinstance(module, (FeedForward, SwiGLU, MoEFeedForward, RoutedMoE)):  # SwiGLU covers GeGLU; MoE: router + experts
         return "ffn"
@@ -86,7 +87,17 @@ def attention_params(c: ModelConfig) -> int:
     qkv_bias = c.bias if c.qkv_bias is None else c.qkv_bias
     biases = (q + 2 * kv if qkv_bias else 0) + (c.d_model if c.bias else 0)
     qk_norm = {"none": 0, "weightless": 0, "head": 2 * c.d_head, "all": q + kv}[c.qk_norm]
-    return weights + biases + qk_norm + (c.n_heads if c.attn_sinks else 0)  # gpt-oss: one sink logit per head
+    gate = (c.d_model * q + (q if qkv_bias else 0)) if c.attn_output_gate else 0  # Qwen 3.5's output gate
+    return weights + biases + qk_norm + gate + (c.n_heads if c.attn_sinks else 0)  # gpt-oss: one sink per head
+
+
+def delta_net_params(c: ModelConfig) -> int:
+    """One Gated DeltaNet layer: projections D x (2 H_k Dk + 2 H Dv + 2 H) (q, k, v, the gate z, b and a), the
+    depthwise convolution (2 H_k Dk + H Dv) K, dt_bias and A_log H each, the gated norm Dv, out H Dv x D."""
+    n, d = c.delta_net, c.d_model
+    conv = 2 * n.n_key_heads * n.d_key_head + n.n_heads * n.d_value_head
+    return d * (conv + n.n_heads * n.d_value_head + 2 * n.n_heads) + conv * n.conv_kernel + 2 * n.n_heads + \
+        n.d_value_head + n.n_heads * n.d_value_head * d
 
 
 def _latent_attention_params(c: ModelConfig) -> int:
@@ -156,7 +167,8 @@ def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str
         n_norms = enc * norms_per_layer(c) + dec * norms_per_layer(c, cross_attention=True) + 2 * c.norm_first
     counts = {
         "embeddings": c.vocab_size * c.d_model + (c.max_seq_len * c.d_model if c.pos == "learned" else 0),
-        "attention": n_attn * attention_params(c),
+        "attention": n_attn * attention_params(c) - (len(c.linear_layers) * (attention_params(c) - delta_net_params(c))
+                                                      if c.linear_layers else 0),
         "ffn": n_ffn * ffn_params(c) - _dense_saving(c, n_ffn),
         "norms": n_norms * norm,
         "head": 0 if c.tie_embeddings else c.d_model * c.vocab_size,

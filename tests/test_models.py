@@ -379,3 +379,33 @@ def test_chunked_layers_see_their_chunk_only_and_decode_alike_with_the_cache():
                        minitfm.generate(model, prompt, 25, eos_id=-1, use_cache=False).tokens)
     with pytest.raises(ValueError, match="sliding window and chunks"):
         ModelConfig.small_lm(attention_chunk=5, sliding_window=4)
+
+
+def test_gated_deltanet_layers_decode_alike_with_their_state_and_read_left_padding():
+    """Qwen 3.5 (issue 48): linear_layers hold a DeltaNetCache; greedy and beam search alike with and without it,
+    a left-padded row as the row alone."""
+    import minitfm
+    from minitfm.layers.delta_net import DeltaNetCache, GatedDeltaNet
+
+    cfg = ModelConfig.small_lm(vocab_size=40, d_model=32, n_layers=3, max_seq_len=48, n_kv_heads=2, head_dim=8,
+                               norm="rms_offset", qk_norm="head", rope_dims=4, attn_output_gate=True,
+                               linear_layers=(0, 1), delta_net=dict(n_heads=4, n_key_heads=2, d_key_head=8,
+                                                                    d_value_head=6))
+    assert [cfg.layer_kind(i) for i in range(3)] == ["linear", "linear", "full"]
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(cfg).eval()
+    assert [type(b.self_attn) is GatedDeltaNet for b in model.layers] == [True, True, False]
+    caches = model.new_caches(2, 20)
+    assert [type(c.self_attn) for c in caches[:2]] == [DeltaNetCache] * 2
+    prompt = torch.tensor([[5, 3, 17, 4, 8]])
+    assert torch.equal(minitfm.generate(model, prompt, 25, eos_id=-1).tokens,
+                       minitfm.generate(model, prompt, 25, eos_id=-1, use_cache=False).tokens)
+    assert torch.equal(minitfm.beam_search(model, prompt, 6, num_beams=3, eos_id=-1).tokens,
+                       minitfm.beam_search(model, prompt, 6, num_beams=3, eos_id=-1, use_cache=False).tokens)
+    tokens = torch.randint(3, 40, (2, 10))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, :3] = False
+    with torch.no_grad():
+        assert_close(model(tokens, key_mask=mask)[1, 3:], model(tokens[1:, 3:])[0], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="go together"):
+        ModelConfig.small_lm(linear_layers=(0,))

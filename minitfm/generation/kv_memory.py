@@ -48,7 +48,8 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
                        dtype: torch.dtype | str = torch.float16) -> int:
     """The KV cache of a decoder-only :class:`~minitfm.config.ModelConfig` after ``seq_len`` tokens: a layer with a
     sliding window of W (``config.layer_window``: Mistral, Gemma 2/3) must keep only min(T, W) positions, the others
-    all T; a latent attention layer (``config.mla``, DeepSeek-V2/V3) keeps R + Dr numbers per token for all its heads.
+    all T; a latent attention layer (``config.mla``, DeepSeek-V2/V3) keeps R + Dr numbers per token for all its heads,
+    a Gated DeltaNet layer (``config.linear_layers``) a state of fixed size.
     Equal to :func:`kv_cache_bytes` for a model without windows or latents. (minitfm's bounded
     :class:`~minitfm.layers.kv_cache.SlidingKVCache` allocates min(max_seq_len, 2 W) positions: up to 2 W it is the
     plain buffer, beyond it a ring that writes each position twice, into 2 W slots, to keep the window one
@@ -60,8 +61,18 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
     if c.mla is not None:  # latent attention: R + Dr numbers per token and layer, shared by every head
         per_token = (c.mla.kv_lora_rank + c.mla.qk_rope_head_dim) * bytes_per_element(dtype) * batch_size
         return c.n_layers * seq_len * per_token
-    held = [seq_len if c.layer_window(i) is None else min(seq_len, c.layer_window(i)) for i in range(c.n_layers)]
-    return sum(kv_cache_bytes(1, c.n_kv_heads, n, c.d_head, batch_size=batch_size, dtype=dtype) for n in held)
+    held = [seq_len if c.layer_window(i) is None else min(seq_len, c.layer_window(i)) for i in range(c.n_layers)
+            if i not in c.linear_layers]
+    return sum(kv_cache_bytes(1, c.n_kv_heads, n, c.d_head, batch_size=batch_size, dtype=dtype) for n in held) + \
+        (len(c.linear_layers) * _delta_state_bytes(c, batch_size, dtype) if c.linear_layers else 0)
+
+
+def _delta_state_bytes(c: ModelConfig, batch_size: int, dtype) -> int:
+    """A Gated DeltaNet layer's cache, whatever T: its convolution's K - 1 inputs and its (H, Dk, Dv) state (kept in
+    float32 for a half-precision layer, as transformers keeps it)."""
+    n, size = c.delta_net, bytes_per_element(dtype)
+    conv = (2 * n.n_key_heads * n.d_key_head + n.n_heads * n.d_value_head) * (n.conv_kernel - 1) * size
+    return batch_size * (conv + n.n_heads * n.d_key_head * n.d_value_head * max(size, 4))
 
 
 def allocated_cache_bytes(caches: Iterable) -> int:
@@ -70,8 +81,8 @@ def allocated_cache_bytes(caches: Iterable) -> int:
     For preallocated :class:`~minitfm.layers.kv_cache.KVCache` objects this equals :func:`kv_cache_bytes` at
     ``seq_len = max_seq_len``: the memory is taken up front, whatever the current length.
     """
-    return sum(c.nbytes if hasattr(c, "latent") else c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size()
-               for c in caches)  # a LatentKVCache holds latents and RoPE keys: its nbytes
+    return sum(c.nbytes() if hasattr(c, "state") else c.nbytes if hasattr(c, "latent") else  # DeltaNet, MLA caches
+               c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size() for c in caches)
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,11 @@ LEAN_CONFIG_FIELDS = frozenset({
     "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers",
     "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
     "eos_id", "attn_temperature", "attn_temperature_beta", "attn_temperature_length", "mla", "routed", "moe_layers",
-    "attn_sinks", "rope_dims", "attention_chunk", "chunked_layers",
+    "attn_sinks", "rope_dims", "attention_chunk", "chunked_layers", "linear_layers", "delta_net", "attn_output_gate",
 })  # n_experts: a mixture of experts is refused below by its module type, MoEFeedForward
 # The fields of LEAN_CONFIG_FIELDS the lean step does not compute: refused, by name, unless at their default (issue 48)
 LEAN_REFUSED_FIELDS = frozenset({"attn_temperature", "mla", "routed", "moe_layers", "attn_sinks", "rope_dims",
-                                 "attention_chunk"})  # the modules only
+                                 "attention_chunk", "linear_layers", "attn_output_gate"})  # the modules only
 
 
 def _hooks_of(obj, names) -> bool | None:
@@ -91,6 +91,8 @@ def refusal(model) -> str | None:
         attn = block.self_attn
         if getattr(attn, "qk_norm", None) == "weightless":
             return f"layer {i}'s attention has Llama 4's weightless QK-norm, which the modules compute only"
+        if getattr(attn, "gate_proj", None) is not None:
+            return f"layer {i}'s attention has an output gate, which the modules compute only"
         if getattr(attn, "sinks", None) is not None:
             return f"layer {i}'s attention has sink logits, which the modules compute only"
         if getattr(attn, "temperature", None) is not None:

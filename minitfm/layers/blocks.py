@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import torch
 from torch import nn
 
+from minitfm.layers.delta_net import DeltaNetCache, GatedDeltaNet
 from minitfm.layers.feedforward import make_ffn
 from minitfm.layers.kv_cache import KVCache
 from minitfm.layers.latent_attention import LatentAttention, LatentKVCache
@@ -61,18 +62,27 @@ class LayerCache:
         for cache in (self.self_attn, self.cross_attn):
             if isinstance(cache, LatentKVCache):  # its two buffers, row by row
                 cache.latent, cache.k_rope = cache.latent.index_select(0, index), cache.k_rope.index_select(0, index)
+            elif isinstance(cache, DeltaNetCache):  # its convolution window and state
+                cache.conv, cache.state = cache.conv.index_select(0, index), cache.state.index_select(0, index)
             elif cache is not None:
                 cache.reorder(index)
 
     def reset(self) -> None:
         for cache in (self.self_attn, self.cross_attn):
-            if isinstance(cache, LatentKVCache):
+            if isinstance(cache, (LatentKVCache, DeltaNetCache)):
                 cache.length = 0
+                for name in ("conv", "state"):
+                    if hasattr(cache, name):
+                        getattr(cache, name).zero_()
             elif cache is not None:
                 cache.reset()
 
 
-def _attention(config: ModelConfig) -> MultiHeadAttention | LatentAttention:
+def _attention(config: ModelConfig, layer: int = 0) -> MultiHeadAttention | LatentAttention | GatedDeltaNet:
+    if layer in config.linear_layers:  # Gated DeltaNet: a state of fixed size instead of a growing cache
+        n = config.delta_net
+        return GatedDeltaNet(config.d_model, n.n_heads, n.n_key_heads, n.d_key_head, n.d_value_head, n.conv_kernel,
+                             norm_eps=config.norm_eps, layout=n.layout)
     if config.mla is not None:
         m = config.mla
         return LatentAttention(config.d_model, config.n_heads, kv_lora_rank=m.kv_lora_rank,
@@ -87,7 +97,8 @@ def _attention(config: ModelConfig) -> MultiHeadAttention | LatentAttention:
                               norm_eps=config.norm_eps, scale=config.attn_scale, softcap=config.attn_softcap,
                               temperature=None if config.attn_temperature is None else
                               (config.attn_temperature_beta, config.attn_temperature_length) +
-                              (("llama4",) if config.attn_temperature == "llama4" else ()), sinks=config.attn_sinks)
+                              (("llama4",) if config.attn_temperature == "llama4" else ()), sinks=config.attn_sinks,
+                              output_gate=config.attn_output_gate)
 
 
 def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:
@@ -184,7 +195,7 @@ class DecoderBlock(_Block):
     def __init__(self, config: ModelConfig, cross_attention: bool = True, layer: int = 0):
         super().__init__(config, layer)
         config = config.resolved()
-        self.self_attn = _attention(config)
+        self.self_attn = _attention(config, layer)
         self.attn_norm, self.attn_out_norm = _norm_pair(config)
         self.cross_attn = _attention(config) if cross_attention else None
         self.cross_norm = make_norm(config.norm, config.d_model, eps=config.norm_eps, bias=config.norm_bias) \
@@ -200,6 +211,8 @@ class DecoderBlock(_Block):
             raise ValueError(f"this DecoderBlock expects {want}")
 
         def attend(h):
+            if isinstance(self.self_attn, GatedDeltaNet):  # no weights; key_mask zeroes the padded inputs
+                return self.self_attn(h, cache=None if cache is None else cache.self_attn, mask=key_mask), None
             if isinstance(self.self_attn, LatentAttention):  # its own RoPE and causal mask; key_mask: real tokens
                 return self.self_attn(h, positions=positions, key_padding_mask=key_mask, need_weights=need_weights,
                                       cache=None if cache is None else cache.self_attn)

@@ -54,13 +54,14 @@ class MultiHeadAttention(nn.Module):
             1 + beta log(1 + floor((p + 1) / length)) and p = cache length + arange(T_q) in every row.
         sinks: a learned logit per head, ``sinks`` (H,), joins every softmax as one more column that no value
             reads (gpt-oss): a head may then attend to nothing. Its weights (``need_weights``) leave the sink out.
+        output_gate: the heads' output times sigmoid(``gate_proj(x)``) before ``out_proj`` (Qwen3-Next, Qwen 3.5).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
                  dropout: float = 0.0, impl: str = "manual", *, d_head: int | None = None,
                  qkv_bias: bool | None = None, qk_norm: str = "none", qk_norm_kind: str = "rms",
                  norm_eps: float = 1e-6, scale: float | None = None, softcap: float | None = None,
-                 temperature: tuple | None = None, sinks: bool = False):
+                 temperature: tuple | None = None, sinks: bool = False, output_gate: bool = False):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
@@ -98,6 +99,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
+        self.gate_proj = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias) if output_gate else None
         self.q_norm = self.k_norm = None
         if qk_norm not in ("none", "weightless"):  # "head": width Dh, shared by the heads; "all": one norm over every head's features
             q_width, k_width = (self.d_head, self.d_head) if qk_norm == "head" else \
@@ -226,10 +228,11 @@ class MultiHeadAttention(nn.Module):
                 tri = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
                 mask = tri if mask is None else mask & tri
             out, weights = sink_attention(q, k, v, self.sinks, mask, scale=self.scale)
-            out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
-            return self.out_proj(out), weights if need_weights else None
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl, causal=causal,
-            **options)
+        else:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask=mask, bias=bias, dropout_p=self.dropout if self.training else 0.0, impl=impl,
+                causal=causal, **options)
         out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)  # (B, H, T_q, Dh) -> (B, T_q, H Dh)
+        if self.gate_proj is not None:  # Qwen 3.5: each output feature through its own sigmoid gate
+            out = out * torch.sigmoid(self.gate_proj(x))
         return self.out_proj(out), weights if need_weights else None

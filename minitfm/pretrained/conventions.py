@@ -19,11 +19,13 @@ from minitfm.pretrained.family_json import decoder_config_json
 from minitfm.pretrained.gpt_oss import gpt_oss_config_from_hf, gpt_oss_config_json
 from minitfm.pretrained.llama4 import llama4_config_from_hf, llama4_config_json
 from minitfm.pretrained.minimax import minimax_config_from_hf, minimax_config_json
+from minitfm.pretrained.qwen3_5 import qwen3_5_config_from_hf, qwen3_5_config_json
 from minitfm.pretrained.files import check_config_fields
 
 
-FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES) + ("gpt_oss", "minimax_m2", "llama4_text")  # every model_type minitfm loads, in the
-# order export tries them
+# every model_type minitfm loads, in the order export tries them
+FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES) + ("gpt_oss", "minimax_m2", "llama4_text",
+                                                                          "qwen3_5_text")
 LLAMA_TYPES = tuple(DECODER_FAMILIES)  # the Llama-like ones (pretrained.families)
 
 # (what differs, the published model, minitfm, what the loader does)
@@ -111,7 +113,7 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     if family in DEEPSEEK_TYPES:
         return deepseek_config_from_hf(hf, family)
     readers = {"gpt_oss": gpt_oss_config_from_hf, "minimax_m2": minimax_config_from_hf,
-               "llama4_text": llama4_config_from_hf}
+               "llama4_text": llama4_config_from_hf, "qwen3_5_text": qwen3_5_config_from_hf}
     if family in readers:
         return readers[family](hf)
     if family != "gpt2":
@@ -224,7 +226,8 @@ def _config_json(config: ModelConfig, family: str) -> dict:
     c = config.resolved()
     if family in DEEPSEEK_TYPES:
         return deepseek_config_json(c, family)
-    writers = {"gpt_oss": gpt_oss_config_json, "minimax_m2": minimax_config_json, "llama4_text": llama4_config_json}
+    writers = {"gpt_oss": gpt_oss_config_json, "minimax_m2": minimax_config_json, "llama4_text": llama4_config_json,
+               "qwen3_5_text": qwen3_5_config_json}
     if family in writers:
         return writers[family](c)
     if family != "gpt2":

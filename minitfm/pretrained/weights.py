@@ -24,6 +24,7 @@ from minitfm.pretrained.families import DECODER_FAMILIES
 from minitfm.pretrained.gpt_oss import gpt_oss_rules
 from minitfm.pretrained.llama4 import llama4_rules
 from minitfm.pretrained.minimax import minimax_ffn_rules
+from minitfm.pretrained.qwen3_5 import qwen3_5_rules
 from minitfm.pretrained.transforms import (Rule, _copy, _transposed, from_rotate_half, fuse_qkv,  # noqa: F401
                                            rotate_half_permutation, split_fused_qkv, split_rows, to_rotate_half)
 # (rotate_half_permutation is read here by minitfm.exercises.pretrained, whose checks name this module)
@@ -147,6 +148,8 @@ def _decoder_rules(c: ModelConfig, family: str) -> list[Rule]:
         h, m = f"model.layers.{i}.", f"layers.{i}."
         if family == "llama4_text":  # q and k copied; feed_forward's dense or routed FFN
             rules += llama4_rules(c, i)
+        elif family == "qwen3_5_text":  # Gated DeltaNet or gated attention, then a SwiGLU
+            rules += qwen3_5_rules(c, i)
         elif family == "glm4_moe":  # Llama's attention, DeepSeek-V3's experts
             rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.") + routed_ffn_rules(c, i)
         elif family in DEEPSEEK_TYPES:  # latent attention; routed experts after the dense layers

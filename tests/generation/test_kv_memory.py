@@ -94,3 +94,20 @@ def test_latent_attention_caches_its_latent_and_rope_key_per_token():
     caches = DecoderOnlyLM(cfg).new_caches(2, 16)
     assert allocated_cache_bytes([c.self_attn for c in caches]) == config_cache_bytes(cfg, 16, batch_size=2,
                                                                                       dtype=torch.float32)
+
+
+def test_a_gated_deltanet_layer_holds_a_state_of_fixed_size():
+    """Issue 48: config_cache_bytes counts a DeltaNet layer's convolution window and state, whatever T."""
+    from minitfm.config import ModelConfig
+    from minitfm.generation.kv_memory import config_cache_bytes
+    from minitfm.models import DecoderOnlyLM
+
+    cfg = ModelConfig.small_lm(vocab_size=30, d_model=32, n_layers=2, linear_layers=(0,),
+                               delta_net=dict(n_heads=4, n_key_heads=2, d_key_head=8, d_value_head=6))
+    caches = DecoderOnlyLM(cfg).new_caches(2, 16)
+    held = config_cache_bytes(cfg, 16, batch_size=2, dtype=torch.float32)
+    assert allocated_cache_bytes([c.self_attn for c in caches]) == held
+    attention = kv_cache_bytes(1, 4, 16, 32 // 4, batch_size=2, dtype=torch.float32)  # layer 1: K and V, 16 tokens
+    state = 2 * ((2 * 2 * 8 + 4 * 6) * 3 + 4 * 8 * 6) * 4  # B (C_conv (K - 1) + H Dk Dv) float32 numbers
+    assert held == attention + state
+    assert config_cache_bytes(cfg, 32, batch_size=2, dtype=torch.float32) == 2 * attention + state  # only attention grows

@@ -95,6 +95,10 @@ FAMILIES = {
                                          "interleave_moe_layer_step": 2, "attention_chunk_size": WINDOW,
                                          "floor_scale": 4, "attn_scale": 0.5},
                     "chunked RoPE layers with a weightless QK-norm, a hotter NoPE layer, experts every 2nd layer"),
+    "qwen3_5_text": ("Qwen3_5TextConfig", {**_rope(partial_rotary_factor=0.5), "num_hidden_layers": 4, "head_dim": 8,
+                                           "linear_num_value_heads": 4, "linear_num_key_heads": 2,
+                                           "linear_key_head_dim": 8, "linear_value_head_dim": 6},
+                     "Gated DeltaNet in three layers of four, gated attention with (1 + w) QK-norm, partial RoPE"),
     "gpt_oss": ("GptOssConfig", {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 1.0,
                                  "sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
                                      "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -183,7 +187,7 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
 LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
-                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE", "llama4_text": "RoutedMoE"}
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE", "llama4_text": "RoutedMoE", "qwen3_5_text": "GatedDeltaNet"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
