@@ -72,11 +72,17 @@ class RoutedExperts:
     swiglu_limit: float = 7.0
     gate_up_layout: str = "halves"  # "halves" | "interleaved" (gpt-oss: gate and up rows alternate)
     weights_on: str = "output"  # "output" | "input" (Llama 4: the router's weight scales the expert's input)
+    d_shared: Optional[int] = None  # Qwen3-Next: one shared expert of this width, its output gated per token
 
     def __post_init__(self):
         from minitfm.layers.routed_moe import ACTIVATIONS, GATE_UP_LAYOUTS, SCORE_FUNCS, TOPK_METHODS, WEIGHTS_ON
 
         check_choice(self.weights_on, "routed.weights_on", WEIGHTS_ON)
+        if self.d_shared is not None:
+            check_positive_int(self.d_shared, "routed.d_shared")
+            if self.n_shared_experts:
+                raise ValueError("give routed.n_shared_experts (ungated, of width d_expert) or d_shared (one gated "
+                                 "shared expert), not both")
         check_choice(self.activation, "routed.activation", ACTIVATIONS)
         check_choice(self.gate_up_layout, "routed.gate_up_layout", GATE_UP_LAYOUTS)
         for name in ("router_bias", "expert_bias"):

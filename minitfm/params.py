@@ -131,8 +131,9 @@ def ffn_params(c: ModelConfig, active: bool = False) -> int:
         return mlp_params(c)
     if c.routed is not None:  # a layer of routed_moe.RoutedMoE: (total, active) from its own formula
         r = c.routed
+        gated = 3 * c.d_model * r.d_shared + c.d_model if r.d_shared else 0  # Qwen3-Next's gated shared expert
         return moe_params(c.d_model, c.n_experts, c.experts_per_token, r.d_expert, r.n_shared_experts, r.router_bias,
-                          r.expert_bias)[active]
+                          r.expert_bias)[active] + gated
     return c.d_model * c.n_experts + (c.experts_per_token if active else c.n_experts) * mlp_params(c)
 
 

@@ -38,6 +38,7 @@ from minitfm.layers.moe import MoEFeedForward
 from minitfm.layers.multihead import MultiHeadAttention
 from minitfm.layers.norms import make_norm
 from minitfm.layers.positional import RotaryEmbedding
+from minitfm.layers._shared_gate_moe import SharedGateMoE
 from minitfm.layers.routed_moe import RoutedMoE
 
 if TYPE_CHECKING:  # annotations only: the config imports the layers' option names
@@ -122,7 +123,8 @@ class _Block(nn.Module):
         if not config.layer_moe(layer):
             self.ffn = make_ffn(config.ffn, config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout)
         elif r is not None:
-            self.ffn = RoutedMoE(config.d_model, config.n_experts, config.experts_per_token, r.d_expert,
+            cls, extra = (RoutedMoE, {}) if r.d_shared is None else (SharedGateMoE, {"d_shared": r.d_shared})
+            self.ffn = cls(config.d_model, config.n_experts, config.experts_per_token, r.d_expert, **extra,
                                  n_shared_experts=r.n_shared_experts, score_func=r.score_func, topk_method=r.topk_method,
                                  n_group=r.n_group, topk_group=r.topk_group, norm_topk_prob=config.renormalize_experts,
                                  routed_scaling_factor=r.routed_scaling_factor, router_bias=r.router_bias,

@@ -25,7 +25,7 @@ from minitfm.pretrained.files import check_config_fields
 
 # every model_type minitfm loads, in the order export tries them
 FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES) + ("gpt_oss", "minimax_m2", "llama4_text",
-                                                                          "qwen3_5_text")
+                                                                          "qwen3_5_text", "qwen3_next")
 LLAMA_TYPES = tuple(DECODER_FAMILIES)  # the Llama-like ones (pretrained.families)
 
 # (what differs, the published model, minitfm, what the loader does)
@@ -113,7 +113,8 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     if family in DEEPSEEK_TYPES:
         return deepseek_config_from_hf(hf, family)
     readers = {"gpt_oss": gpt_oss_config_from_hf, "minimax_m2": minimax_config_from_hf,
-               "llama4_text": llama4_config_from_hf, "qwen3_5_text": qwen3_5_config_from_hf}
+               "llama4_text": llama4_config_from_hf, "qwen3_5_text": qwen3_5_config_from_hf,
+               "qwen3_next": lambda hf: qwen3_5_config_from_hf(hf, "qwen3_next")}
     if family in readers:
         return readers[family](hf)
     if family != "gpt2":
@@ -227,7 +228,7 @@ def _config_json(config: ModelConfig, family: str) -> dict:
     if family in DEEPSEEK_TYPES:
         return deepseek_config_json(c, family)
     writers = {"gpt_oss": gpt_oss_config_json, "minimax_m2": minimax_config_json, "llama4_text": llama4_config_json,
-               "qwen3_5_text": qwen3_5_config_json}
+               "qwen3_5_text": qwen3_5_config_json, "qwen3_next": lambda c: qwen3_5_config_json(c, "qwen3_next")}
     if family in writers:
         return writers[family](c)
     if family != "gpt2":

@@ -122,7 +122,7 @@ def unfuse_experts(state: dict, family: str) -> dict:
     every layer's experts into ``mlp.experts.gate_up_proj`` (E, 2F, D), gate rows first, and
     ``mlp.experts.down_proj`` (E, D, F), and names Mixtral's router ``mlp.gate``. Other state dicts pass unchanged."""
     experts = DECODER_FAMILIES[family].experts if family in DECODER_FAMILIES else \
-        {"minimax_m2": "mixtral"}.get(family, "qwen" if family in DEEPSEEK_TYPES else None)  # their files' names
+        {"minimax_m2": "mixtral", "qwen3_next": "qwen"}.get(family, "qwen" if family in DEEPSEEK_TYPES else None)
     if experts is None:
         return state
     module, names = _EXPERTS[experts]
@@ -148,7 +148,7 @@ def _decoder_rules(c: ModelConfig, family: str) -> list[Rule]:
         h, m = f"model.layers.{i}.", f"layers.{i}."
         if family == "llama4_text":  # q and k copied; feed_forward's dense or routed FFN
             rules += llama4_rules(c, i)
-        elif family == "qwen3_5_text":  # Gated DeltaNet or gated attention, then a SwiGLU
+        elif family in ("qwen3_5_text", "qwen3_next"):  # Gated DeltaNet or gated attention, then a SwiGLU or experts
             rules += qwen3_5_rules(c, i)
         elif family == "glm4_moe":  # Llama's attention, DeepSeek-V3's experts
             rules += _attention_rules(c, family, h + "self_attn.", m + "self_attn.") + routed_ffn_rules(c, i)
@@ -229,7 +229,7 @@ def to_minitfm(state: dict, config: ModelConfig, family: str | None = None) -> d
     family = check_family(config, family)
     rules = key_map(config, family)
     state = _normalise_keys(state, family)
-    if family in DEEPSEEK_TYPES or family == "minimax_m2":  # the files' experts one by one -> the stacked tensors
+    if family in DEEPSEEK_TYPES or family in ("minimax_m2", "qwen3_next"):  # the files' experts one by one -> stacked
         state = fuse_experts(state, "block_sparse_moe" if family == "minimax_m2" else "mlp")
     tied_head = state.pop("lm_head.weight", None) if config.tie_embeddings else None
     wanted = {r.hf_key for r in rules}
@@ -294,6 +294,6 @@ def to_hf(state: dict, config: ModelConfig, family: str | None = None) -> dict:
             raise ValueError(f"'{rule.how}' made {rule.hf_key} of shape {tuple(tensor.shape)}; the published "
                              f"layout is {rule.hf_shape}")
         out[rule.hf_key] = tensor
-    return unfuse_experts(out, family) if family in DEEPSEEK_TYPES or family == "minimax_m2" else out  # one by one
+    return unfuse_experts(out, family) if family in DEEPSEEK_TYPES or family in ("minimax_m2", "qwen3_next") else out
 
 

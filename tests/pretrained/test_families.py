@@ -99,6 +99,12 @@ FAMILIES = {
                                            "linear_num_value_heads": 4, "linear_num_key_heads": 2,
                                            "linear_key_head_dim": 8, "linear_value_head_dim": 6},
                      "Gated DeltaNet in three layers of four, gated attention with (1 + w) QK-norm, partial RoPE"),
+    "qwen3_next": ("Qwen3NextConfig", {**_rope(partial_rotary_factor=0.5), "num_hidden_layers": 4, "head_dim": 8,
+                                       "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 8,
+                                       "linear_value_head_dim": 6, "num_experts": 4, "num_experts_per_tok": 2,
+                                       "moe_intermediate_size": 12, "shared_expert_intermediate_size": 20,
+                                       "mlp_only_layers": [0]},
+                   "Qwen 3.5's layers with DeltaNet's fused projections, experts with a gated shared expert"),
     "gpt_oss": ("GptOssConfig", {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2, "swiglu_limit": 1.0,
                                  "sliding_window": WINDOW, "layer_types": SLIDING, "rope_parameters": {
                                      "rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -187,7 +193,7 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
 
 # the families whose decode steps the lean step refuses, and the words its reason holds
 LEAN_REFUSED = {"mixtral": "MoEFeedForward", "qwen3_moe": "MoEFeedForward", "ministral3": "attn_temperature",
-                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE", "llama4_text": "RoutedMoE", "qwen3_5_text": "GatedDeltaNet"}
+                "deepseek_v3": "LatentAttention", "deepseek_v2": "LatentAttention", "gpt_oss": "RoutedMoE", "glm4_moe": "RoutedMoE", "minimax_m2": "RoutedMoE", "llama4_text": "RoutedMoE", "qwen3_5_text": "GatedDeltaNet", "qwen3_next": "GatedDeltaNet"}
 
 
 def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):

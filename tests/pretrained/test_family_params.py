@@ -14,7 +14,7 @@ from minitfm.params import active_params, count_params, estimate_params
 from minitfm.pretrained.published import PUBLISHED, STATED
 from test_families import FAMILIES, hf_model, transformers  # the tiny checkpoints of tests/pretrained
 
-MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "glm4_moe", "minimax_m2", "llama4_text")
+MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "glm4_moe", "minimax_m2", "llama4_text", "qwen3_next")
 
 
 def transformers_counts(model, config) -> tuple[int, int]:
