@@ -289,3 +289,34 @@ def test_a_caller_held_decoder_still_steps_after_its_checks():
         ref = model(torch.tensor([[4]]), caches=module_caches)[:, -1]
         got = decoder(torch.tensor([[4]]), caches)
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+# ---- issue 48: every option of today's other decoders is refused by name, and generate still decodes them ----
+
+ISSUE_48 = {
+    "attn_temperature": dict(pos="rope", attn_temperature="ministral3", attn_temperature_length=4),
+    "mla": dict(pos="rope", mla=dict(kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=6)),
+    "routed": dict(n_experts=4, routed=dict(d_expert=8)),
+    "attn_sinks": dict(attn_sinks=True),
+    "rope_dims": dict(pos="rope", rope_dims=4),
+    "attention_chunk": dict(attention_chunk=3),
+    "linear_layers": dict(linear_layers=(0,), delta_net=dict(n_heads=2, n_key_heads=1, d_key_head=4, d_value_head=4)),
+    "attn_output_gate": dict(attn_output_gate=True),
+}
+
+
+@pytest.mark.parametrize("field", sorted(ISSUE_48))
+def test_the_lean_step_refuses_each_option_of_issue_48_by_name(field):
+    from minitfm.generation.lean_refusal import LEAN_REFUSED_FIELDS, refusal
+
+    assert field in LEAN_REFUSED_FIELDS
+    model = lm(**ISSUE_48[field])
+    reason = refusal(model)
+    assert LeanDecoder.build(model) is None
+    module = {"mla": "LatentAttention", "routed": "RoutedMoE", "linear_layers": "GatedDeltaNet"}.get(field)
+    assert reason == (f"module layers.0.{'ffn' if field == 'routed' else 'self_attn'} is a {module}, not a type the "
+                      "lean step knows" if module else f"the config's {field}={getattr(model.config, field)!r} is an "
+                      "option the lean step does not implement")
+    prompt = torch.tensor([[3, 5, 7]])
+    assert torch.equal(generate(model, prompt, 12, eos_id=-1).tokens,
+                       generate(model, prompt, 12, eos_id=-1, use_cache=False).tokens)
