@@ -79,6 +79,19 @@ LATER_CONVENTIONS = [
     ("mixture of experts", "Mixtral: block_sparse_moe.gate, experts.e.w1/w3/w2; Qwen3-MoE: mlp.gate, "
      "experts.e.gate/up/down_proj, norm_topk_prob", "ffn.router, ffn.experts.e; n_experts, experts_per_token, "
      "renormalize_experts", "copy"),
+    ("latent attention", "DeepSeek-V2/V3: q_a_proj, kv_a_proj_with_mqa, kv_b_proj, kv_lora_rank, qk_rope_head_dim",
+     "mla=LatentDims(...); LatentKVCache", "rename (DEEPSEEK_NAMES); RoPE pairs already adjacent: copy"),
+    ("routed experts", "DeepSeek, GLM-4.5, MiniMax-M2, gpt-oss, Llama 4, Qwen3-Next: sigmoid or softmax scores, "
+     "noaux_tc, shared experts, first_k_dense_replace / moe_layers", "routed=RoutedExperts(...), moe_layers",
+     "stack the files' experts (E, 2F, D); transpose gpt-oss's and Llama 4's (E, in, out)"),
+    ("attention variants", "gpt-oss: self_attn.sinks; Ministral 3: llama_4_scaling_beta; Llama 4: chunked layers, "
+     "attn_temperature_tuning, weightless use_qk_norm", "attn_sinks; attn_temperature; attention_chunk, "
+     "qk_norm='weightless'", "copy the sinks; q and k of Llama 4 copied (adjacent pairs)"),
+    ("partial RoPE", "GLM-4.5, MiniMax-M2, Qwen3-Next/3.5: partial_rotary_factor (MiniMax: rotary_dim)", "rope_dims",
+     "rotate-half -> pairs on the first rope_dims rows of each head only"),
+    ("linear attention", "Qwen3-Next/3.5: linear_attn (Gated DeltaNet) in the linear_attention layers; q_proj's "
+     "per-head query | gate rows", "linear_layers, delta_net; attn_output_gate (gate_proj)",
+     "copy; split each head's query and gate rows"),
 ]
 
 
