@@ -32,7 +32,7 @@ from minitfm.training import History, TrainConfig
 CHECKPOINT = Path(__file__).parent / "assets" / "skills_assistant.pt"
 TASKS = S.SKILLS + tuple(f"people/{a}" for a in P.ATTRIBUTES)
 INTERMEDIATE = "add"  # the task with room between pass@1 and pass@16 (chapter 16 learns from rewards on it)
-SFT_PER_SKILL, SFT_EPOCHS, BATCH, LR, SEED = 1000, 3, 16, 1e-3, 0
+SFT_PER_SKILL, SFT_EPOCHS, BATCH, LR, SEED = 3000, 2, 16, 1e-3, 0
 MAX_NEW_TOKENS = 16
 
 
