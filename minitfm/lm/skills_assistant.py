@@ -63,13 +63,13 @@ def fine_tune(model, examples=None, **overrides) -> History:
 
 
 def heldout_examples(task: str, n: int = 200, *, seed: int = 100, group: str | None = None) -> list:
-    """Questions the assistant never saw: ``n`` held-out instances of a skill, or every held-out person of
-    ``group`` (both groups when None) for a people task."""
+    """Questions the assistant never saw: ``n`` held-out instances of a skill, or the first ``n`` held-out people of
+    ``group`` (both groups when None; 192 in all) for a people task."""
     check_choice(task, "task", TASKS)
     check_positive_int(n, "n")
     if task in S.SKILLS:
         return S.examples(task, "heldout", n, seed=seed)
-    return P.examples(task.split("/")[1], P.chosen(group, "heldout"), seed=seed)
+    return P.examples(task.split("/")[1], P.chosen(group, "heldout")[:n], seed=seed)
 
 
 def best_constant(examples) -> tuple[str, float]:
