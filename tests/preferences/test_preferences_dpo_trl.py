@@ -22,30 +22,19 @@ datasets = pytest.importorskip("datasets")
 
 from minitfm.finetuning.chat import IGNORE_INDEX, RenderedChat  # noqa: E402
 from minitfm.pretrained import load  # noqa: E402
+from tiny_word_llama import llama_config, tokenizer  # noqa: E402
 from minitfm.preferences.dpo import dpo_batch_loss  # noqa: E402
 
-WORDS = "<pad> <eos> <bos> what is one two three four five plus and the answer yes no maybe".split()
 PAIRS = {"prompt": ["what is one plus two", "what is two plus two and", "the answer is", "what is five"],
          "chosen": [" three", " four yes", " yes", " five"],
          "rejected": [" four five", " five", " no no maybe", " the answer"]}
 
 
-def tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="maybe"))
-    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>",
-                                                bos_token="<bos>")
-
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("dpo_llama")
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      pad_token_id=0, eos_token_id=1, bos_token_id=2, tie_word_embeddings=False,
-                                      initializer_range=0.3)  # large weights: log-ratios far from 0
+    config = llama_config()
     for seed, name in ((0, "policy"), (1, "reference")):
         torch.manual_seed(seed)
         transformers.LlamaForCausalLM(config).save_pretrained(root / name)

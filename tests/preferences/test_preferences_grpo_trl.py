@@ -25,29 +25,18 @@ transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
 
 from minitfm.pretrained import load  # noqa: E402
+from tiny_word_llama import WORDS, llama_config, tokenizer  # noqa: E402
 from minitfm.preferences.grpo import completion_log_probs, group_advantages, grpo_loss  # noqa: E402
 
-WORDS = "<pad> <eos> <bos> what is one two three four five plus and the answer yes no maybe".split()
 PROMPTS = ["what is one plus two", "what is two plus two"]  # equal lengths: no prompt padding
 G, C, TEMPERATURE = 4, 6, 0.7
 
-
-def tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="maybe"))
-    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>",
-                                                bos_token="<bos>")
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("grpo_llama") / "policy"
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      pad_token_id=0, eos_token_id=1, bos_token_id=2, tie_word_embeddings=False,
-                                      initializer_range=0.3)
+    config = llama_config()
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(path)
     tokenizer().save_pretrained(path)
