@@ -9,8 +9,7 @@ plus additive positions for ``pos="sinusoidal"|"learned"``; RoPE rotates queries
 biases the scores instead.
 
 KV cache: pass ``caches=model.new_caches(B, max_len)`` and feed the tokens step by step (or a prompt
-first). Positions then start at the cache length P; the causal mask is ``causal_mask(T, P + T)`` and
-the ALiBi bias ``alibi_bias(H, T, P + T)``, both aligned bottom-right.
+first). Positions start at P; the causal mask ``causal_mask(T, P + T)`` and ALiBi's bias, both bottom-right.
 
 Padded prompts (decoder-only): pad on the **left** and pass ``key_mask`` (B, P + T), ``True`` for real
 tokens, covering cached tokens too. Padding keys are then hidden and positions count real tokens only
@@ -211,8 +210,9 @@ class DecoderOnlyLM(_Transformer):
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device, key_mask)
-        # only the causal mask, this module's own (a chapter patches it to leak): causal=True, the kernel masks itself
-        fast = masked and caches is None and key_mask is None and attn_mask is None and causal_mask is _library_causal_mask
+        # only the causal mask, this module's own (a chapter patches it to leak), and the fused kernel: causal=True
+        fast = (masked and caches is None and key_mask is None and attn_mask is None and _inter is None
+                and self.config.attn_impl == "fused" and causal_mask is _library_causal_mask)
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
         x, inter = self.embed(tokens, positions), _inter
         if inter is not None:
