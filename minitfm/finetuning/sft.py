@@ -24,6 +24,7 @@ from minitfm.data import Batch, pad_sequences
 from minitfm.finetuning.chat import IGNORE_INDEX, RenderedChat
 from minitfm.finetuning.packing import pack_conversations, packed_batch
 from minitfm.training.loop import History, TrainConfig, train
+from minitfm.training.optimizers import param_groups
 
 
 def _check_chats(chats, mask_prompt: bool) -> None:
@@ -88,7 +89,8 @@ def supervised_finetune(model: torch.nn.Module, chats: Sequence[RenderedChat], c
     """Fine-tune ``model`` on ``chats`` with :func:`minitfm.training.train` for ``config.steps`` updates of
     ``config.batch_size`` conversations (shuffled with ``config.seed``).
 
-    Adam is built from ``config`` over the parameters that require gradients only; freeze what must not train
+    The optimizer ``config.optimizer`` names (Adam, or AdamW with decoupled decay) is built from ``config`` over the
+    parameters that require gradients only; freeze what must not train
     first (``add_lora`` does). ``row_len`` packs each batch into rows (see :func:`sft_batches`). ``train_kwargs``
     go to ``train`` (``callbacks``, ``progress``). The loss is ``train``'s, smoothed by ``config.label_smoothing``:
     ``TrainConfig``'s default is the Transformer paper's 0.1, while SFT recipes (TRL's, torchtune's) smooth
@@ -102,8 +104,13 @@ def supervised_finetune(model: torch.nn.Module, chats: Sequence[RenderedChat], c
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("no parameter of the model requires gradients: nothing would train")
-    optimizer = torch.optim.Adam(params, lr=config.lr, betas=config.betas, eps=config.eps,
-                                 weight_decay=config.weight_decay, foreach=True)
+    common = dict(lr=config.lr, betas=config.betas, eps=config.eps, foreach=True)
+    if config.optimizer == "adamw":  # decoupled decay on the trainable Linear matrices only, as train() does
+        groups = [dict(g, params=[p for p in g["params"] if p.requires_grad])
+                  for g in param_groups(model, config.weight_decay)]
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], **common)
+    else:
+        optimizer = torch.optim.Adam(params, weight_decay=config.weight_decay, **common)
     batches = sft_batches(chats, config.batch_size, seed=config.seed, pad_id=pad_id, mask_prompt=mask_prompt,
                           row_len=row_len)
     return train(model, batches, config, optimizer=optimizer, **train_kwargs)

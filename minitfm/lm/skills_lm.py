@@ -14,7 +14,8 @@ What it reads (:func:`pretraining_texts`, all written by the project), each text
 
 The texts are shuffled into one byte stream, cut into rows of ``ROW_LEN + 1`` bytes, and read once, in a seeded
 order (:func:`pretraining_batches`): every step sees new text. It never reads a chat: the chat tokens are in its
-vocabulary, untrained, until chapter 15 fine-tunes it.
+vocabulary but never in its input, so their embedding rows learn only through the tied output head, which pushes
+them toward improbability, until chapter 15 fine-tunes it.
 
 The shipped weights (``assets/skills_lm.pt``) are made by ``python benchmarks/train_skills_lm.py --save``, which
 stores beside them what the model reached; ``--check`` trains again and compares.
@@ -38,15 +39,15 @@ from minitfm.training import History, TrainConfig, lm_train_config, train
 
 CHECKPOINT = Path(__file__).parent / "assets" / "skills_lm.pt"
 ROW_LEN = 128  # bytes per training row
-PROSE_PASSES = 2
-SKILL_STATEMENTS = {"sort": 20_000, "reverse": 60_000, "count": 100_000, "add": 150_000}
-BIOGRAPHIES = 100  # per person, in both groups
+PROSE_PASSES = 1
+SKILL_STATEMENTS = {"sort": 15_000, "reverse": 50_000, "count": 80_000, "add": 120_000}
+BIOGRAPHIES = 80  # per person, in both groups
 
 
 def skills_lm_config(**overrides) -> ModelConfig:
     """The byte-level decoder of :func:`minitfm.lm.base_lm.base_lm_config`, larger: Pre-RMSNorm, RoPE, SwiGLU,
     no biases; ``overrides`` change any field."""
-    return base_lm_config(**{**dict(d_model=160, n_heads=5, n_layers=6, d_ff=432), **overrides})
+    return base_lm_config(**{**dict(d_model=128, n_heads=4, n_layers=6, d_ff=352), **overrides})
 
 
 def skills_lm_train_config(steps: int, **overrides) -> TrainConfig:

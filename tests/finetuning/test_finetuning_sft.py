@@ -83,6 +83,25 @@ def test_finetuning_teaches_the_replies_and_lora_leaves_the_base_alone(lora):
         assert all(layer.lora_B.abs().sum() > 0 for layer in lora_layers(model).values())
 
 
+def test_the_optimizer_the_config_names_is_the_one_that_trains():
+    """optimizer="adamw" is AdamW with decoupled decay on the trainable Linear matrices, as train() builds it; a
+    LoRA model's frozen weights stay out of it."""
+    config = m.TrainConfig(steps=3, batch_size=4, lr=1e-2, schedule="constant", warmup=1, label_smoothing=0.0,
+                           weight_decay=0.5, optimizer="adamw")
+    model, reference = lm(), lm()
+    supervised_finetune(model, CHATS, config, progress=False)
+    m.train(reference, sft_batches(CHATS, 4, seed=config.seed), config, progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), reference.state_dict().values()))
+    adam = lm()
+    supervised_finetune(adam, CHATS, m.TrainConfig(**{**config.__dict__, "optimizer": "adam"}), progress=False)
+    assert not all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), adam.state_dict().values()))
+    lora_model = lm()
+    add_lora(lora_model, ("q_proj", "v_proj"), r=2, alpha=4, seed=0)
+    base = {k: v.clone() for k, v in lora_model.state_dict().items() if "lora_" not in k}
+    supervised_finetune(lora_model, CHATS, config, progress=False)
+    assert all(torch.equal(v, lora_model.state_dict()[k]) for k, v in base.items())
+
+
 def test_bad_sft_input_is_refused():
     no_reply = TEMPLATE.render([{"role": "user", "content": "yes"}])
     with pytest.raises(ValueError, match=r"conversations \[1\] have no assistant reply"):
