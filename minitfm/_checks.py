@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import math
 from typing import Sequence
 
@@ -142,3 +143,16 @@ def broadcast_or_raise(shape_a, shape_b, message: str) -> torch.Size:
         return torch.broadcast_shapes(tuple(shape_a), tuple(shape_b))
     except RuntimeError:
         raise ValueError(message) from None
+
+
+def coerce_dataclass(cls, value, name: str):
+    """``value`` as the frozen config dataclass ``cls``: itself, ``None``, or the dict ``dataclasses.asdict`` made of
+    one (how a saved config comes back); any other value, or a dict with unknown fields, is refused naming ``name``."""
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {name} fields {sorted(unknown)}")
+        return cls(**value)
+    raise TypeError(f"{name} must be a {cls.__name__} (or None), got {type(value).__name__}")

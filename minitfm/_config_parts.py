@@ -9,20 +9,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from minitfm._checks import check_choice, check_number, check_positive_int
+from minitfm._checks import check_choice, check_number, check_positive_int, coerce_dataclass
 
 LAYER_KINDS = ("full", "sliding", "chunked", "latent", "linear")  # ModelConfig.layer_kind's answers
-
-
-def _coerce(cls, value, name: str):
-    if value is None or isinstance(value, cls):
-        return value
-    if isinstance(value, dict):
-        unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown {name} fields {sorted(unknown)}")
-        return cls(**value)
-    raise TypeError(f"{name} must be a {cls.__name__} (or None), got {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -49,7 +38,7 @@ class LatentDims:
 
     @classmethod
     def coerce(cls, value) -> "LatentDims | None":
-        return _coerce(cls, value, "mla")
+        return coerce_dataclass(cls, value, "mla")
 
 
 @dataclass(frozen=True)
@@ -100,7 +89,7 @@ class RoutedExperts:
 
     @classmethod
     def coerce(cls, value) -> "RoutedExperts | None":
-        return _coerce(cls, value, "routed")
+        return coerce_dataclass(cls, value, "routed")
 
 
 @dataclass(frozen=True)
@@ -125,7 +114,7 @@ class DeltaDims:
 
     @classmethod
     def coerce(cls, value) -> "DeltaDims | None":
-        return _coerce(cls, value, "delta_net")
+        return coerce_dataclass(cls, value, "delta_net")
 
 
 def check_options(c) -> None:

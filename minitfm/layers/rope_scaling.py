@@ -19,14 +19,13 @@ compares them).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from minitfm._checks import check_choice, check_number, check_positive_int
+from minitfm._checks import check_choice, check_number, check_positive_int, coerce_dataclass
 
 SCALINGS = ("llama3", "yarn")
 
@@ -77,14 +76,7 @@ class RopeScaling:
     @classmethod
     def coerce(cls, value) -> "RopeScaling | None":
         """``value`` as a RopeScaling: itself, ``None``, or the dict ``dataclasses.asdict`` made of one."""
-        if value is None or isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
-            if unknown:
-                raise ValueError(f"unknown rope_scaling fields {sorted(unknown)}")
-            return cls(**value)
-        raise TypeError(f"rope_scaling must be a RopeScaling (or None), got {type(value).__name__}")
+        return coerce_dataclass(cls, value, "rope_scaling")
 
     def attention_scale(self) -> float:
         """The factor that multiplies rotated queries and keys: 1 for llama3, YaRN's temperature for yarn."""
