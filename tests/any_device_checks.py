@@ -234,6 +234,7 @@ import minitfm as m  # noqa: E402
 from minitfm import evaluation as E  # noqa: E402
 from minitfm.finetuning import (ChatTemplate, DecoderClassifier, add_lora, collate_classification, completions,  # noqa: E402
                                 merge_and_unload, replies, reply, score, statement_recall, supervised_finetune)
+from minitfm.finetuning.answering import sampled_replies  # noqa: E402
 from minitfm.finetuning import tasks as T  # noqa: E402
 from minitfm.generation import beam_search  # noqa: E402
 from minitfm.lm import base_lm  # noqa: E402
@@ -307,6 +308,7 @@ CHAT = {
     "score": lambda lm: score(lm, TEMPLATE, [T.Example("add", 0, "What is 1 + 1?", "2", "train")], max_new_tokens=4),
     "completions": lambda lm: completions(lm, TOKENIZER, ["1 + 1 = ", "a"], 3, bos_id=256),
     "statement_recall": lambda lm: statement_recall(lm, TOKENIZER, "add", [dict(a=1, b=1, answer="2")], bos_id=256),
+    "sampled_replies": lambda lm: sampled_replies(lm, TEMPLATE, QUESTIONS, 3, max_new_tokens=4, seed=3),
 }
 SCORERS = {
     "next_token_log_probs": lambda lm: E.next_token_log_probs(lm, [256, 72, 105, 33]),
