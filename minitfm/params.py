@@ -178,20 +178,25 @@ def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str
     return counts
 
 
-def active_params(config: ModelConfig, kind: str = "decoder_only") -> int:
+def active_params(config: ModelConfig, kind: str = "decoder_only", *, embedding: bool = True) -> int:
     """The parameters one token's forward pass uses: :func:`estimate_params`'s total less, in every FFN sublayer,
     the E - k experts the router did not pick (equal to the total for a dense model).
 
-    Counted as the mixture-of-experts papers count it: the whole embedding table and head (a token reads one row
+    Counted as most mixture-of-experts papers count it: the whole embedding table and head (a token reads one row
     of the table but the head multiplies all of it) and the router. Mixtral 8x7B (D 4096, 32 layers, 32 heads,
     8 key/value heads, F 14336, V 32000, 8 experts, top-2, untied): 46.7B total, 12.9B active (Mistral AI's
-    announcement; Jiang et al., 2024 round them to 47B and 13B).
+    announcement; Jiang et al., 2024 round them to 47B and 13B). ``embedding=False`` leaves out the lookups (the
+    token table, unless it is also the head, and learned positions), as OpenAI counts gpt-oss: 116.8B total,
+    5.1B active for gpt-oss-120b (the gpt-oss model card, 2025), where the table counted would make it 5.7B.
     """
     c = _check(config, "config")
-    total = estimate_params(c, kind)["total"]
+    if not isinstance(embedding, bool):
+        raise TypeError(f"embedding must be a bool, got {type(embedding).__name__}")
+    counts = estimate_params(c, kind)
     n_ffn = c.n_layers if kind == "decoder_only" else c.n_encoder_layers + c.n_decoder_layers
     n_moe = n_ffn - (n_ffn - len(c.moe_layers) if c.moe_layers is not None else 0)
-    return total - n_moe * (ffn_params(c) - ffn_params(c, active=True))
+    lookups = 0 if embedding else counts["embeddings"] - (c.vocab_size * c.d_model if c.tie_embeddings else 0)
+    return counts["total"] - lookups - n_moe * (ffn_params(c) - ffn_params(c, active=True))
 
 
 def _dense_saving(c: ModelConfig, n_ffn: int) -> int:
