@@ -2,7 +2,9 @@
 
 Every layer keeps one key and one value tensor of shape (B, H_kv, T, Dh), so
 
-    cache bytes = 2 (K and V) x layers x H_kv x T x Dh x bytes per element x B.
+    cache bytes = 2 (K and V) x layers x H_kv x T x Dh x bytes per element x B
+
+(:func:`kv_cache_bytes`, defined with the caches in :mod:`minitfm.layers.kv_cache`).
 
 Glossary: B batch, T context length (prompt + generated tokens), H_kv key/value heads (fewer than the
 query heads with grouped-query attention), Dh head dimension.
@@ -22,26 +24,9 @@ import torch
 
 from minitfm._checks import check_number, check_positive_int
 from minitfm.config import ModelConfig
-
-_BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
-
-
-def bytes_per_element(dtype: torch.dtype | str) -> int:
-    """Bytes of one number: a ``torch.dtype`` or one of 'fp32', 'fp16', 'bf16', 'int8', 'fp8'."""
-    if isinstance(dtype, torch.dtype):
-        return torch.empty((), dtype=dtype).element_size()
-    if isinstance(dtype, str) and dtype in _BYTES:
-        return _BYTES[dtype]
-    raise ValueError(f"dtype must be a torch.dtype or one of {sorted(_BYTES)}, got {dtype!r}")
-
-
-def kv_cache_bytes(n_layers: int, n_kv_heads: int, seq_len: int, d_head: int, *,
-                   batch_size: int = 1, dtype: torch.dtype | str = torch.float16) -> int:
-    """2 x layers x H_kv x T x Dh x bytes per element x B: the bytes of a full KV cache."""
-    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("seq_len", seq_len),
-                        ("d_head", d_head), ("batch_size", batch_size)):
-        check_positive_int(value, name)
-    return 2 * n_layers * n_kv_heads * seq_len * d_head * bytes_per_element(dtype) * batch_size
+from minitfm.layers import delta_net
+from minitfm.layers.kv_cache import bytes_per_element, kv_cache_bytes  # noqa: F401  (the formula, named here too)
+from minitfm.layers.latent_attention import mla_cache_bytes_per_token
 
 
 def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1,
@@ -57,22 +42,15 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
     if not isinstance(config, ModelConfig):
         raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
     check_positive_int(seq_len, "seq_len")
+    check_positive_int(batch_size, "batch_size")
     c = config.resolved()
     if c.mla is not None:  # latent attention: R + Dr numbers per token and layer, shared by every head
-        per_token = (c.mla.kv_lora_rank + c.mla.qk_rope_head_dim) * bytes_per_element(dtype) * batch_size
-        return c.n_layers * seq_len * per_token
+        return c.n_layers * seq_len * batch_size * mla_cache_bytes_per_token(c.mla.kv_lora_rank,
+                                                                               c.mla.qk_rope_head_dim, dtype)
     held = [seq_len if c.layer_window(i) is None else min(seq_len, c.layer_window(i)) for i in range(c.n_layers)
             if i not in c.linear_layers]
     return sum(kv_cache_bytes(1, c.n_kv_heads, n, c.d_head, batch_size=batch_size, dtype=dtype) for n in held) + \
-        (len(c.linear_layers) * _delta_state_bytes(c, batch_size, dtype) if c.linear_layers else 0)
-
-
-def _delta_state_bytes(c: ModelConfig, batch_size: int, dtype) -> int:
-    """A Gated DeltaNet layer's cache, whatever T: its convolution's K - 1 inputs and its (H, Dk, Dv) state (kept in
-    float32 for a half-precision layer, as transformers keeps it)."""
-    n, size = c.delta_net, bytes_per_element(dtype)
-    conv = (2 * n.n_key_heads * n.d_key_head + n.n_heads * n.d_value_head) * (n.conv_kernel - 1) * size
-    return batch_size * (conv + n.n_heads * n.d_key_head * n.d_value_head * max(size, 4))
+        (len(c.linear_layers) * delta_net.cache_bytes(c.delta_net, batch_size, dtype) if c.linear_layers else 0)
 
 
 def allocated_cache_bytes(caches: Iterable) -> int:

@@ -28,6 +28,7 @@ from torch import nn
 
 from minitfm._checks import (check_choice, check_module_input, check_number, check_positive_int, check_tensor,
                              inputs_trusted)
+from minitfm.layers.kv_cache import bytes_per_element, kv_cache_bytes
 
 LAYOUTS = ("qwen3_next", "qwen3_5")  # fused projections (Qwen3-Next) or four separate ones (Qwen 3.5)
 
@@ -297,21 +298,18 @@ class GatedDeltaNet(nn.Module):
         return self.out_proj(out.reshape(bsz, t, -1))  # (B, T, H Dv) -> (B, T, D)
 
 
-def cache_bytes(layer: GatedDeltaNet, batch_size: int = 1, dtype: torch.dtype = torch.float32) -> int:
-    """Bytes of one Gated DeltaNet layer's cache, for any length: B (C_conv (K - 1) + H Dk Dv) numbers, the state
-    in float32 when ``dtype`` is a half type (as :meth:`GatedDeltaNet.new_cache` builds it)."""
+def cache_bytes(layer, batch_size: int = 1, dtype: torch.dtype | str = torch.float32) -> int:
+    """Bytes of one Gated DeltaNet layer's cache, for any length: B (C_conv (K - 1) + H Dk Dv) numbers, C_conv =
+    2 H_k Dk + H Dv, the state in float32 when ``dtype`` is narrower (as :meth:`GatedDeltaNet.new_cache` builds it
+    for a half type). ``layer``: a :class:`GatedDeltaNet`, or its sizes (``ModelConfig.delta_net``)."""
     check_positive_int(batch_size, "batch_size")
-    size = torch.empty((), dtype=dtype).element_size()
-    state_size = 4 if dtype in (torch.float16, torch.bfloat16) else size
-    conv = layer.conv_channels * (layer.conv_kernel - 1) * size
-    return batch_size * (conv + layer.n_heads * layer.d_key_head * layer.d_value_head * state_size)
+    size = bytes_per_element(dtype)
+    conv = (2 * layer.n_key_heads * layer.d_key_head + layer.n_heads * layer.d_value_head) * (layer.conv_kernel - 1)
+    return batch_size * (conv * size + layer.n_heads * layer.d_key_head * layer.d_value_head * max(size, 4))
 
 
 def softmax_kv_bytes(seq_len: int, n_kv_heads: int, d_head: int, batch_size: int = 1,
                      dtype: torch.dtype = torch.float32) -> int:
     """Bytes of one softmax attention layer's KV cache after ``seq_len`` tokens: 2 B T H_kv Dh x bytes per number
-    (:func:`minitfm.generation.kv_memory.kv_cache_bytes` counts a whole model)."""
-    for name, value in (("seq_len", seq_len), ("n_kv_heads", n_kv_heads), ("d_head", d_head),
-                        ("batch_size", batch_size)):
-        check_positive_int(value, name)
-    return 2 * batch_size * seq_len * n_kv_heads * d_head * torch.empty((), dtype=dtype).element_size()
+    (:func:`minitfm.layers.kv_cache.kv_cache_bytes` of one layer, which counts whole models too)."""
+    return kv_cache_bytes(1, n_kv_heads, seq_len, d_head, batch_size=batch_size, dtype=dtype)

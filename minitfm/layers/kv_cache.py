@@ -5,12 +5,40 @@ Glossary: B batch, H_kv key/value heads, T_max capacity, Dh head dimension.
 Only K and V are cached, never Q: a past query is never needed again, while every new query attends to
 all past keys and values. The cache is an object the caller owns and passes into attention; the
 attention module holds no hidden state.
+
+:func:`kv_cache_bytes` is the one formula of the bytes such a cache holds, which every count in minitfm calls
+(``generation.kv_memory`` for whole models, the latent-attention and DeltaNet layers for their comparisons).
 """
 from __future__ import annotations
 
 import torch
 
 from minitfm._checks import check_positive_int, check_tensor, inputs_trusted
+
+_BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
+
+
+def bytes_per_element(dtype: torch.dtype | str | int) -> int:
+    """Bytes of one number: a ``torch.dtype``, one of 'fp32', 'fp16', 'bf16', 'int8', 'fp8', or the count itself
+    (a positive int: 2 for bf16)."""
+    if isinstance(dtype, torch.dtype):
+        return torch.empty((), dtype=dtype).element_size()
+    if isinstance(dtype, str) and dtype in _BYTES:
+        return _BYTES[dtype]
+    if isinstance(dtype, int) and not isinstance(dtype, bool) and dtype > 0:
+        return dtype
+    raise ValueError(f"dtype must be a torch.dtype, one of {sorted(_BYTES)} or a positive number of bytes, "
+                     f"got {dtype!r}")
+
+
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, seq_len: int, d_head: int, *,
+                   batch_size: int = 1, dtype: torch.dtype | str | int = torch.float16) -> int:
+    """2 x layers x H_kv x T x Dh x bytes per element x B: the bytes of a full KV cache (a key and a value of Dh
+    numbers per key/value head, position, layer and sequence: the buffers of :class:`KVCache` at T = T_max)."""
+    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("seq_len", seq_len),
+                        ("d_head", d_head), ("batch_size", batch_size)):
+        check_positive_int(value, name)
+    return 2 * n_layers * n_kv_heads * seq_len * d_head * bytes_per_element(dtype) * batch_size
 
 
 class KVCache:

@@ -31,6 +31,7 @@ from torch import nn
 
 from minitfm._checks import check_choice, check_module_input, check_positive_int, check_tensor
 from minitfm.layers.attention import IMPLEMENTATIONS, scaled_dot_product_attention
+from minitfm.layers.kv_cache import bytes_per_element, kv_cache_bytes
 from minitfm.layers.masks import causal_mask
 from minitfm.layers.norms import RMSNorm
 from minitfm.layers.positional import RotaryEmbedding
@@ -43,19 +44,25 @@ DEEPSEEK_NAMES = {"q_proj": "q_proj", "q_a_proj": "q_down_proj", "q_a_layernorm"
                   "kv_b_proj": "kv_up_proj", "o_proj": "out_proj"}
 
 
-def mla_cache_bytes_per_token(kv_lora_rank: int, qk_rope_head_dim: int, bytes_per_number: int = 2) -> int:
-    """Bytes one token occupies in one layer's MLA cache: (R + Dr) numbers (2 bytes each in bf16)."""
-    for name, value in (("kv_lora_rank", kv_lora_rank), ("qk_rope_head_dim", qk_rope_head_dim),
-                        ("bytes_per_number", bytes_per_number)):
-        check_positive_int(value, name)
-    return (kv_lora_rank + qk_rope_head_dim) * bytes_per_number
+def _number_bytes(bytes_per_number) -> int:
+    """A count of bytes (checked under its own name) or a dtype (:func:`~minitfm.layers.kv_cache.bytes_per_element`)."""
+    if isinstance(bytes_per_number, int):
+        check_positive_int(bytes_per_number, "bytes_per_number")
+    return bytes_per_element(bytes_per_number)
 
 
-def gqa_cache_bytes_per_token(n_kv_heads: int, d_head: int, bytes_per_number: int = 2) -> int:
-    """The same for (grouped-query) multi-head attention: a key and a value per K/V head, 2 H_kv Dh numbers."""
-    for name, value in (("n_kv_heads", n_kv_heads), ("d_head", d_head), ("bytes_per_number", bytes_per_number)):
+def mla_cache_bytes_per_token(kv_lora_rank: int, qk_rope_head_dim: int,
+                              bytes_per_number: int | torch.dtype | str = 2) -> int:
+    """Bytes one token occupies in one layer's MLA cache: (R + Dr) numbers (2 bytes each in bf16; a dtype works too)."""
+    for name, value in (("kv_lora_rank", kv_lora_rank), ("qk_rope_head_dim", qk_rope_head_dim)):
         check_positive_int(value, name)
-    return 2 * n_kv_heads * d_head * bytes_per_number
+    return (kv_lora_rank + qk_rope_head_dim) * _number_bytes(bytes_per_number)
+
+
+def gqa_cache_bytes_per_token(n_kv_heads: int, d_head: int, bytes_per_number: int | torch.dtype | str = 2) -> int:
+    """The same for (grouped-query) multi-head attention: a key and a value per K/V head, 2 H_kv Dh numbers
+    (:func:`~minitfm.layers.kv_cache.kv_cache_bytes` of one layer and one token)."""
+    return kv_cache_bytes(1, n_kv_heads, 1, d_head, dtype=_number_bytes(bytes_per_number))
 
 
 def mla_softmax_scale(qk_head_dim: int, scaling: RopeScaling | None = None) -> float:
