@@ -111,8 +111,8 @@ STATED = {
     # Meta's Llama 4 model card (meta-llama/Llama-4-Scout-17B-16E): 17B activated, 109B total, the vision encoder
     # included (the text model counted here: 107.8B)
     "Llama-4-Scout": (109, 17, True),
-    # the model card: 80B in total and 3B activated. Not checked for the active count: 3B is the name's rounding;
-    # this count gives 3.9B (3.2B without the embedding table and head), as Qwen counts Qwen3-30B-A3B's 3.3B
+    # the model card: 80B in total and 3B activated. The active count is not checked: counted as Qwen's 3.3B for
+    # Qwen3-30B-A3B is (minitfm.pretrained.published), it is 3.9B, and 3.3B even without the embedding table and head
     "Qwen3-Next-80B-A3B": (80, None, True),
     # the model card: 397B in total and 17B activated, the vision encoder included (the text model: 396.3B)
     "Qwen3.5-397B-A17B": (397, 17, True),
