@@ -72,6 +72,7 @@ class ModelConfig:
     # What today's open decoders changed (each None / off by default: the model above is unchanged)
     head_dim: Optional[int] = None  # Dh chosen on its own (Gemma, Qwen 3); None = D / H
     qkv_bias: Optional[bool] = None  # biases on q, k, v (Qwen 2: only there); None = as `bias`
+    fused_qkv: bool = False  # q, k, v as one qkv_proj, one product (nanoGPT's layout; the same function); False: three
     qk_norm: str = "none"  # "none" | "head" (RMSNorm per head: Qwen 3, Gemma 3) | "all" (over all heads: OLMo 2)
     # | "weightless" (Llama 4: an RMSNorm without weights per head, after RoPE, on the RoPE layers only)
     norm_bias: bool = True  # LayerNorm's additive bias; False drops it (nanoGPT's bias=False, OLMo); RMSNorm has none
@@ -145,6 +146,11 @@ class ModelConfig:
                              "(leave norm_bias at True, or use norm='layer')")
         if self.qkv_bias is not None and not isinstance(self.qkv_bias, bool):
             raise TypeError(f"qkv_bias must be a bool or None, got {type(self.qkv_bias).__name__}")
+        if not isinstance(self.fused_qkv, bool):
+            raise TypeError(f"fused_qkv must be a bool, got {type(self.fused_qkv).__name__}")
+        if self.fused_qkv and (self.mla is not None or getattr(self, "gemma4", None) is not None):
+            raise ValueError("fused_qkv stacks MultiHeadAttention's q_proj, k_proj and v_proj into one qkv_proj; mla "
+                             "(latent attention) and gemma4 build their own projections: leave fused_qkv=False")
         for name in ("attn_scale", "attn_softcap", "final_softcap", "rope_local_base"):
             if getattr(self, name) is not None:
                 check_number(getattr(self, name), name, low=0.0, low_open=True)

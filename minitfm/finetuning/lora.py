@@ -168,8 +168,10 @@ def add_lora(model: nn.Module, targets: Sequence[str] = ("q_proj", "v_proj"), r:
     available = linear_names(model)
     unknown = sorted(set(targets) - set(available))
     if unknown:
+        fused = " (q, k and v are one qkv_proj here, ModelConfig.fused_qkv: target 'qkv_proj', or split_qkv the " \
+            "model first)" if "qkv_proj" in available and {"q_proj", "k_proj", "v_proj"} & set(unknown) else ""
         raise ValueError(f"targets {unknown} name no nn.Linear of this {type(model).__name__}; its linear layers "
-                         f"are {available}")
+                         f"are {available}{fused}")
     chosen = [(name, m) for name, m in model.named_modules()
               if type(m) is nn.Linear and name.rpartition(".")[2] in set(targets)]
     shared = _shared_weights(model)

@@ -118,7 +118,8 @@ class _Layer:
             self.qk_gain = torch.cat([attn.q_norm.gain().expand(attn.n_heads, -1),
                                       attn.k_norm.gain().expand(attn.n_kv_heads, -1)]).unsqueeze(1)
         gains = [n.module.gain() if self.norm_first and n.rms else None for n in (self.attn_norm, self.ffn_norm)]
-        self.qkv_weight, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj, gain=gains[0])
+        qkv = (attn.qkv_proj,) if attn.fused_qkv else (attn.q_proj, attn.k_proj, attn.v_proj)  # the same stacked rows
+        self.qkv_weight, self.qkv_bias = _stacked(*qkv, gain=gains[0])
         self.out_weight, self.out_bias = _stacked(attn.out_proj)  # qkv: (D, (H + 2 H_kv) Dh), out: (H Dh, D)
         self.swiglu, self.d_ff = type(ffn) in (SwiGLU, GeGLU), ffn.down_proj.weight.shape[1]  # gated: gate, then up
         self.up_weight, self.up_bias = _stacked(*(ffn.gate_proj, ffn.up_proj) if self.swiglu else (ffn.up_proj,),
@@ -126,11 +127,12 @@ class _Layer:
         self.down_weight, self.down_bias = _stacked(ffn.down_proj)  # (F, D)
         folded = [n.module for n, g in zip((self.attn_norm, self.ffn_norm), gains) if g is not None]
         ups = (ffn.gate_proj, ffn.up_proj) if self.swiglu else (ffn.up_proj,) if gains[1] is not None else ()
-        linears = (attn.q_proj, attn.k_proj, attn.v_proj) + ups
+        linears = qkv + ups
         norms = folded + ([attn.q_norm, attn.k_norm] if self.qk_gain is not None else [])
         self.sources = [t for m in linears + tuple(norms) for t in (m.weight, getattr(m, "bias", None)) if t is not None]
         self.signatures = [_signature(t) for t in self.sources]
-        self.copies = [t for t in (self.qkv_weight, self.qkv_bias, self.qk_gain) + (
+        stacked = () if len(qkv) == 1 and gains[0] is None else (self.qkv_weight, self.qkv_bias)  # else views
+        self.copies = [t for t in stacked + (self.qk_gain,) + (
             (self.up_weight, self.up_bias) if ups else ()) if t is not None]
 
     def current(self) -> bool:

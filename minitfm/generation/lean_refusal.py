@@ -39,7 +39,7 @@ LEAN_CONFIG_FIELDS = frozenset({
     "vocab_size", "d_model", "n_heads", "n_kv_heads", "d_ff", "n_layers", "n_encoder_layers", "n_decoder_layers",
     "max_seq_len", "norm", "norm_first", "pos", "ffn", "bias", "dropout", "tie_embeddings", "scale_embeddings",
     "attn_impl", "rope_base", "rope_scale", "norm_eps", "norm_bias", "head_dim", "qkv_bias", "qk_norm", "sublayer_norm",
-    "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers",
+    "attn_scale", "attn_softcap", "final_softcap", "sliding_window", "sliding_layers", "nope_layers", "fused_qkv",
     "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
     "eos_id", "attn_temperature", "attn_temperature_beta", "attn_temperature_length", "mla", "routed", "moe_layers",
     "attn_sinks", "rope_dims", "attention_chunk", "chunked_layers", "linear_layers", "delta_net", "attn_output_gate",

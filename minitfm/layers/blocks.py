@@ -99,7 +99,7 @@ def _attention(config: ModelConfig, layer: int = 0) -> MultiHeadAttention | Late
                               temperature=None if config.attn_temperature is None else
                               (config.attn_temperature_beta, config.attn_temperature_length) +
                               (("llama4",) if config.attn_temperature == "llama4" else ()), sinks=config.attn_sinks,
-                              output_gate=config.attn_output_gate)
+                              output_gate=config.attn_output_gate, fused_qkv=config.fused_qkv)
 
 
 def _norm_pair(config: ModelConfig) -> tuple[nn.Module, nn.Module | None]:

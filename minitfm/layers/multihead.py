@@ -11,6 +11,7 @@ Options of today's open models: QK-norm (an RMSNorm on the queries and keys befo
 Qwen 3 and Gemma 3, or over all heads at once as in OLMo 2), biases on q/k/v only (Qwen 2), another score
 scale than 1/sqrt(Dh) (Gemma 2/3's ``query_pre_attn_scalar``), Gemma 2's soft cap on the scores, and Ministral 3's
 query temperature, which grows with the position (``temperature``), and gpt-oss's sink logit per head (``sinks``).
+``fused_qkv`` stores q, k, v as one matrix (nanoGPT's layout): :func:`fuse_qkv` and :func:`split_qkv` convert.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 from minitfm._checks import check_choice, check_module_input, check_number, check_positive_int, check_probability
+from minitfm.layers._fused_qkv import fuse_qkv, split_qkv  # noqa: F401 (public here: the two weight layouts)
 from minitfm.layers._attention_variants import (chunked_causal_mask, count_left_padding,  # noqa: F401 (for models)
                                                 sink_attention, weightless_qk_norm)
 from minitfm.layers.attention import IMPLEMENTATIONS, scaled_dot_product_attention
@@ -55,13 +57,17 @@ class MultiHeadAttention(nn.Module):
         sinks: a learned logit per head, ``sinks`` (H,), joins every softmax as one more column that no value
             reads (gpt-oss): a head may then attend to nothing. Its weights (``need_weights``) leave the sink out.
         output_gate: the heads' output times sigmoid(``gate_proj(x)``) before ``out_proj`` (Qwen3-Next, Qwen 3.5).
+        fused_qkv: store q, k and v as one ``qkv_proj`` (rows: H Dh of q, H_kv Dh of k, H_kv Dh of v, the three
+            matrices stacked) and compute them with one product (nanoGPT's ``c_attn``); the same function as the
+            three matrices (:func:`fuse_qkv` and :func:`split_qkv` convert the weights), one product fewer.
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
                  dropout: float = 0.0, impl: str = "manual", *, d_head: int | None = None,
                  qkv_bias: bool | None = None, qk_norm: str = "none", qk_norm_kind: str = "rms",
                  norm_eps: float = 1e-6, scale: float | None = None, softcap: float | None = None,
-                 temperature: tuple | None = None, sinks: bool = False, output_gate: bool = False):
+                 temperature: tuple | None = None, sinks: bool = False, output_gate: bool = False,
+                 fused_qkv: bool = False):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
@@ -89,14 +95,20 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"n_heads must be divisible by n_kv_heads, got n_heads={n_heads}, n_kv_heads={n_kv_heads}")
         check_probability(dropout, "dropout")
         check_choice(impl, "impl", IMPLEMENTATIONS)
+        if not isinstance(fused_qkv, bool):
+            raise TypeError(f"fused_qkv must be a bool, got {type(fused_qkv).__name__}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_model // n_heads if d_head is None else d_head
         self.dropout, self.impl, self.qk_norm, self.scale, self.softcap = dropout, impl, qk_norm, scale, softcap
         self.norm_eps = norm_eps
         qkv_bias = bias if qkv_bias is None else qkv_bias
-        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias)
-        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
-        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
+        self.fused_qkv, self.qkv_sizes = fused_qkv, (n_heads * self.d_head,) + (n_kv_heads * self.d_head,) * 2
+        if fused_qkv:  # one (H Dh + 2 H_kv Dh, D) matrix: q's rows, then k's, then v's
+            self.qkv_proj = nn.Linear(d_model, sum(self.qkv_sizes), bias=qkv_bias)
+        else:
+            self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias)
+            self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
+            self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=qkv_bias)
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
         self.gate_proj = nn.Linear(d_model, n_heads * self.d_head, bias=qkv_bias) if output_gate else None
@@ -116,7 +128,10 @@ class MultiHeadAttention(nn.Module):
 
     def project(self, x: torch.Tensor, proj: nn.Linear, norm: nn.Module | None, n_heads: int) -> torch.Tensor:
         """(B, T, D) -> (B, n_heads, T, Dh): project, split into heads, and apply the QK-norm where it sits."""
-        h = proj(x)  # (B, T, D) -> (B, T, n_heads * Dh)
+        return self.heads(proj(x), norm, n_heads)  # (B, T, D) -> (B, T, n_heads * Dh) -> (B, n_heads, T, Dh)
+
+    def heads(self, h: torch.Tensor, norm: nn.Module | None, n_heads: int) -> torch.Tensor:
+        """A projection's output (B, T, n_heads * Dh) -> (B, n_heads, T, Dh), with the QK-norm where it sits."""
         if self.qk_norm == "all":
             h = norm(h)  # over all heads' features at once (OLMo 2)
         h = self.split_heads(h, n_heads)  # (B, T, n_heads * Dh) -> (B, n_heads, T, Dh)
@@ -143,11 +158,29 @@ class MultiHeadAttention(nn.Module):
         tau = 1 + beta * torch.log(1 + torch.floor(positions / length))  # (T_q,) or (B, T_q), float32
         return q * (tau[:, None] if tau.dim() == 1 else tau[:, None, :, None]).to(q.dtype)
 
+    def project_q(self, x: torch.Tensor) -> torch.Tensor:
+        """Queries of ``x`` (B, T_q, D) -> (B, H, T_q, Dh)."""
+        if self.fused_qkv:  # cross-attention: the whole product, through the module (a LoRA on it included)
+            return self.heads(self.qkv_proj(x)[..., :self.qkv_sizes[0]], self.q_norm, self.n_heads)
+        return self.project(x, self.q_proj, self.q_norm, self.n_heads)
+
     def project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``source`` (B, T_k, D), each (B, H_kv, T_k, Dh)."""
+        if self.fused_qkv:
+            _, k, v = self.qkv_proj(source).split(self.qkv_sizes, dim=-1)
+            return self.heads(k, self.k_norm, self.n_kv_heads), self.split_heads(v, self.n_kv_heads)
         k = self.project(source, self.k_proj, self.k_norm, self.n_kv_heads)  # (B, T_k, D) -> (B, H_kv, T_k, Dh)
         v = self.split_heads(self.v_proj(source), self.n_kv_heads)
         return k, v
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's queries (B, H, T, Dh), keys and values (B, H_kv, T, Dh) of ``x`` (B, T, D): with
+        ``fused_qkv``, one product split by the head counts."""
+        if not self.fused_qkv:
+            return (self.project(x, self.q_proj, self.q_norm, self.n_heads),) + self.project_kv(x)
+        q, k, v = self.qkv_proj(x).split(self.qkv_sizes, dim=-1)  # (B, T, (H + 2 H_kv) Dh) -> 3 views
+        return (self.heads(q, self.q_norm, self.n_heads), self.heads(k, self.k_norm, self.n_kv_heads),
+                self.split_heads(v, self.n_kv_heads))
 
     def forward(
         self,
@@ -195,12 +228,15 @@ class MultiHeadAttention(nn.Module):
             if rope is not None:
                 raise ValueError("rope rotates positions within one sequence; it does not apply to cross-attention")
         offset = cache.length if (cache is not None and memory is None) else 0
-        q = self.project(x, self.q_proj, self.q_norm, self.n_heads)  # (B, T_q, D) -> (B, H, T_q, Dh)
-
+        if memory is None:  # (B, T_q, D) -> q (B, H, T_q, Dh), k and v (B, H_kv, T_q, Dh)
+            q, k, v = self.project_qkv(x)
+        else:
+            q = self.project_q(x)  # (B, T_q, D) -> (B, H, T_q, Dh)
         if memory is not None and cache is not None and cache.length > 0:
             k, v = cache.get()  # cross-attention: the encoder's keys/values were computed once
         else:
-            k, v = self.project_kv(x if memory is None else memory)
+            if memory is not None:
+                k, v = self.project_kv(memory)
             if rope is not None:
                 q, k = self.rotate(rope, q, offset, positions), self.rotate(rope, k, offset, positions)
             if self.qk_norm == "weightless" and rope is not None:  # Llama 4: after RoPE, on the RoPE layers
