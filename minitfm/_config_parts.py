@@ -117,6 +117,40 @@ class DeltaDims:
         return coerce_dataclass(cls, value, "delta_net")
 
 
+@dataclass(frozen=True)
+class Gemma4Dims:
+    """What Gemma 4 adds to Gemma 3's layers (:mod:`minitfm._gemma4`): the full-attention layers' own head width and
+    K/V heads (values = the keys before their norm with ``k_eq_v``), the pairs their proportional RoPE turns
+    (``None``: all), the per-layer input embeddings' width P (0: none), the last ``kv_shared_layers`` layers reusing
+    the keys and values of the last earlier layer of their kind, whose FFN is twice as wide with ``double_wide_mlp``."""
+
+    global_head_dim: int
+    global_kv_heads: Optional[int] = None  # None: n_kv_heads
+    k_eq_v: bool = False
+    global_rope_pairs: Optional[int] = None
+    ple_dim: int = 0
+    kv_shared_layers: int = 0
+    double_wide_mlp: bool = False
+
+    def __post_init__(self):
+        check_positive_int(self.global_head_dim, "gemma4.global_head_dim")
+        for name in ("global_kv_heads", "global_rope_pairs"):
+            if getattr(self, name) is not None:
+                check_number(getattr(self, name), f"gemma4.{name}", low=0, integer=True)
+        for name in ("ple_dim", "kv_shared_layers"):
+            check_number(getattr(self, name), f"gemma4.{name}", low=0, integer=True)
+        for name in ("k_eq_v", "double_wide_mlp"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"gemma4.{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        if self.global_head_dim % 2 or 2 * (self.global_rope_pairs or 0) > self.global_head_dim:
+            raise ValueError(f"gemma4: RoPE turns pairs of the global head: an even global_head_dim and at most half "
+                             f"of it as global_rope_pairs, got {self.global_head_dim}, {self.global_rope_pairs}")
+
+    @classmethod
+    def coerce(cls, value) -> "Gemma4Dims | None":
+        return coerce_dataclass(cls, value, "gemma4")
+
+
 def check_options(c) -> None:
     """The checks of a ModelConfig's options of issue 48 (latent attention, routed experts, sinks, partial RoPE,
     Gated DeltaNet layers), which it calls from ``__post_init__``."""
@@ -158,3 +192,20 @@ def check_options(c) -> None:
         raise ValueError("linear_layers and mla: give the layers either Gated DeltaNet or latent attention")
     if not isinstance(c.attn_output_gate, bool):
         raise TypeError(f"attn_output_gate must be a bool, got {type(c.attn_output_gate).__name__}")
+    c.gemma4 = Gemma4Dims.coerce(c.gemma4)
+    g = c.gemma4
+    if g is not None:
+        lacking = {k: v for k, v in (("pos", c.pos), ("norm", c.norm), ("sublayer_norm", c.sublayer_norm),
+                   ("qk_norm", c.qk_norm), ("mla", c.mla), ("n_experts", c.n_experts), ("linear_layers", c.linear_layers),
+                   ("attn_sinks", c.attn_sinks), ("rope_dims", c.rope_dims), ("attention_chunk", c.attention_chunk),
+                   ("attn_softcap", c.attn_softcap), ("attn_temperature", c.attn_temperature), ("nope_layers",
+                   c.nope_layers), ("rope_scaling", c.rope_scaling), ("attn_output_gate", c.attn_output_gate))
+                   if v != {"pos": "rope", "norm": "rms", "sublayer_norm": "both", "qk_norm": "head",
+                            "linear_layers": (), "attn_sinks": False, "nope_layers": (), "attn_output_gate": False}.get(k)}
+        heads = g.global_kv_heads or c.n_kv_heads or c.n_heads
+        if c.n_heads % heads or g.kv_shared_layers > c.n_layers:
+            lacking.update(global_kv_heads=g.global_kv_heads, kv_shared_layers=g.kv_shared_layers)
+        if lacking:
+            raise ValueError(f"gemma4 (Gemma 4's layers) needs pos='rope', norm='rms', sublayer_norm='both', "
+                             f"qk_norm='head', global_kv_heads dividing n_heads, kv_shared_layers <= n_layers and none "
+                             f"of the other attention or FFN options, got {lacking}")

@@ -13,7 +13,8 @@ from minitfm.layers.multihead import chunked_causal_mask, count_left_padding
 
 # The ModelConfig fields only DecoderOnlyLM implements: an EncoderDecoder refuses them unless at their default
 DECODER_ONLY_FIELDS = ("sliding_window", "nope_layers", "rope_local_base", "final_softcap", "n_experts",
-                       "attn_temperature", "mla", "attn_sinks", "linear_layers", "attention_chunk", "attn_output_gate")
+                       "attn_temperature", "mla", "attn_sinks", "linear_layers", "attention_chunk", "attn_output_gate",
+                       "gemma4")
 
 
 def mask_keys(config) -> list:

@@ -13,7 +13,7 @@ with ``sliding_layers`` (Mistral, Gemma 2/3), ``nope_layers`` (SmolLM3), ``rope_
 ``rope_scaling`` (Llama 3, YaRN) and the mixture of experts ``n_experts``/``experts_per_token``/
 ``renormalize_experts`` (Mixtral, Qwen3-MoE) with DeepSeek's ``routed`` experts in the ``moe_layers``, latent
 attention ``mla`` (DeepSeek-V2/V3), gpt-oss's ``attn_sinks``, partial RoPE ``rope_dims`` (GLM-4.5), Llama 4's ``attention_chunk`` and ``chunked_layers``, Qwen 3.5's Gated DeltaNet ``linear_layers`` (sizes
-``delta_net``) and ``attn_output_gate``, and Ministral 3's query temperature ``attn_temperature`` (with
+``delta_net``) and ``attn_output_gate``, Gemma 4's ``gemma4``, and Ministral 3's query temperature ``attn_temperature`` (with
 ``attn_temperature_beta`` and ``attn_temperature_length``). Which layer does what is answered in one place,
 :meth:`ModelConfig.layer_window`, :meth:`ModelConfig.layer_chunk`, :meth:`ModelConfig.layer_rope` and
 :meth:`ModelConfig.layer_moe`. Three fields may be left ``None`` and mean
@@ -29,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from minitfm._config_parts import DeltaDims, LatentDims, RoutedExperts, check_options  # noqa: F401
+from minitfm._config_parts import DeltaDims, Gemma4Dims, LatentDims, RoutedExperts, check_options  # noqa: F401
 from minitfm._checks import check_choice, check_number, check_positive_int, check_probability
 from minitfm.layers.attention import IMPLEMENTATIONS
 from minitfm.layers.feedforward import FFN_KINDS, GATED, swiglu_hidden_size
@@ -101,6 +101,7 @@ class ModelConfig:
     chunked_layers: Optional[tuple] = None  # the layers with chunks; None = every layer
     linear_layers: tuple = ()  # the layers with Gated DeltaNet (linear attention, Qwen3-Next/3.5) instead of attention
     delta_net: Optional[DeltaDims] = None  # the sizes of those layers
+    gemma4: Optional[Gemma4Dims] = None  # Gemma 4's global heads, per-layer inputs, shared K/V (models: _gemma4)
     attn_output_gate: bool = False  # attention's output times sigmoid(a gate projection of x) (Qwen3-Next/3.5)
     # Special token ids. pad_id=None: the model has no padding token (GPT-2, Llama); bos_id may equal eos_id
     # (GPT-2's one <|endoftext|> both starts and ends a text)

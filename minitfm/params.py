@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from minitfm._gemma4 import PerLayerEmbeddings, PerLayerInput, gemma4_params
 from minitfm.config import ModelConfig
 from minitfm.layers.delta_net import GatedDeltaNet
 from minitfm.layers.feedforward import GATED, FeedForward, SwiGLU
@@ -30,7 +31,7 @@ MODEL_KINDS = ("decoder_only", "encoder_decoder")
 
 
 def _part(name: str, module: nn.Module) -> str | None:
-    if isinstance(module, LearnedPositionalEmbedding) or name == "tok_emb":
+    if isinstance(module, (LearnedPositionalEmbedding, PerLayerEmbeddings, PerLayerInput)) or name == "tok_emb":
         return "embeddings"
     if isinstance(module, (MultiHeadAttention, LatentAttention, GatedDeltaNet)):  # its norms too: inside it
         return "attention"
@@ -157,6 +158,8 @@ def estimate_params(config: ModelConfig, kind: str = "decoder_only") -> dict[str
     c = _check(config, "config")
     if kind not in MODEL_KINDS:
         raise ValueError(f"kind must be one of {MODEL_KINDS}, got {kind!r}")
+    if c.gemma4 is not None:  # Gemma 4: layers of two widths, per-layer inputs (counted as embeddings), shared K/V
+        return gemma4_params(c)
     norm = 2 * c.d_model if c.norm == "layer" and c.norm_bias else c.d_model  # LayerNorm: weight and bias
     if kind == "decoder_only":
         n_attn, n_ffn = c.n_layers, c.n_layers

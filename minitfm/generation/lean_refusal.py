@@ -43,10 +43,11 @@ LEAN_CONFIG_FIELDS = frozenset({
     "rope_local_base", "rope_scaling", "n_experts", "experts_per_token", "renormalize_experts", "pad_id", "bos_id",
     "eos_id", "attn_temperature", "attn_temperature_beta", "attn_temperature_length", "mla", "routed", "moe_layers",
     "attn_sinks", "rope_dims", "attention_chunk", "chunked_layers", "linear_layers", "delta_net", "attn_output_gate",
+    "gemma4",
 })  # n_experts: a mixture of experts is refused below by its module type, MoEFeedForward
 # The fields of LEAN_CONFIG_FIELDS the lean step does not compute: refused, by name, unless at their default (issue 48)
 LEAN_REFUSED_FIELDS = frozenset({"attn_temperature", "mla", "routed", "moe_layers", "attn_sinks", "rope_dims",
-                                 "attention_chunk", "linear_layers", "attn_output_gate"})  # the modules only
+                                 "attention_chunk", "linear_layers", "attn_output_gate", "gemma4"})  # the modules only
 
 
 def _hooks_of(obj, names) -> bool | None:

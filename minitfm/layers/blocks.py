@@ -118,6 +118,8 @@ class _Block(nn.Module):
     def __init__(self, config: ModelConfig, layer: int = 0):
         super().__init__()
         config = config.resolved()
+        if config.gemma4 is not None:
+            raise ValueError("config.gemma4 describes Gemma 4's layers: build minitfm.pretrained.gemma4.Gemma4LM(config)")
         self.norm_first = config.norm_first
         r = config.routed
         if not config.layer_moe(layer):

@@ -1,5 +1,5 @@
 """Published checkpoints (chapter 13): GPT-2, Llama 2 and 3, Mistral, Qwen 2 and 3, Gemma 1-3, Phi-3, OLMo 2,
-SmolLM3, OLMo 3, Ministral 3, Mixtral, Qwen3-MoE, DeepSeek-V2 and V3, GLM-4.5, gpt-oss, MiniMax-M2, Llama 4, Qwen3-Next and Qwen 3.5 load into
+SmolLM3, OLMo 3, Ministral 3, Mixtral, Qwen3-MoE, DeepSeek-V2 and V3, GLM-4.5, gpt-oss, MiniMax-M2, Llama 4, Qwen3-Next, Qwen 3.5 and Gemma 4 load into
 :class:`~minitfm.models.DecoderOnlyLM`, and back.
 
 ==========================  ==============================================================================
@@ -11,6 +11,7 @@ SmolLM3, OLMo 3, Ministral 3, Mixtral, Qwen3-MoE, DeepSeek-V2 and V3, GLM-4.5, g
 ``minimax``                 MiniMax-M2: QK-norm over all heads, partial RoPE, experts in every layer
 ``llama4``                  Llama 4: chunked and NoPE layers, weightless QK-norm, experts on the input
 ``qwen3_5``                 Qwen 3.5, Qwen3-Next: Gated DeltaNet layers, gated attention (and experts)
+``gemma4``                  Gemma 4: global heads of their own, per-layer inputs, keys and values shared
 ``transforms``              one tensor's way in and back: split/fuse q|k|v, rotate-half pairs, stacked rows
 ``weights``                 the key map: one rule per published tensor; ``to_minitfm`` and ``to_hf`` apply them
 ``files``                   reading a checkpoint folder's files, and every way one can be damaged

@@ -16,6 +16,7 @@ from minitfm.config import ModelConfig
 from minitfm.pretrained.families import DECODER_FAMILIES, _refuse, decoder_config_from_hf, special_ids
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_config_from_hf, deepseek_config_json
 from minitfm.pretrained.family_json import decoder_config_json
+from minitfm.pretrained.gemma4 import gemma4_config_from_hf, gemma4_config_json
 from minitfm.pretrained.gpt_oss import gpt_oss_config_from_hf, gpt_oss_config_json
 from minitfm.pretrained.llama4 import llama4_config_from_hf, llama4_config_json
 from minitfm.pretrained.minimax import minimax_config_from_hf, minimax_config_json
@@ -25,7 +26,7 @@ from minitfm.pretrained.files import check_config_fields
 
 # every model_type minitfm loads, in the order export tries them
 FAMILIES = ("gpt2",) + tuple(DECODER_FAMILIES) + tuple(DEEPSEEK_TYPES) + ("gpt_oss", "minimax_m2", "llama4_text",
-                                                                          "qwen3_5_text", "qwen3_next")
+                                                                          "qwen3_5_text", "qwen3_next", "gemma4_text")
 LLAMA_TYPES = tuple(DECODER_FAMILIES)  # the Llama-like ones (pretrained.families)
 
 # (what differs, the published model, minitfm, what the loader does)
@@ -92,6 +93,9 @@ LATER_CONVENTIONS = [
     ("linear attention", "Qwen3-Next/3.5: linear_attn (Gated DeltaNet) in the linear_attention layers; q_proj's "
      "per-head query | gate rows", "linear_layers, delta_net; attn_output_gate (gate_proj)",
      "copy; split each head's query and gate rows"),
+    ("Gemma 4's layers", "per_layer_config (global head width), attention_k_eq_v, proportional RoPE, "
+     "hidden_size_per_layer_input, num_kv_shared_layers, layer_scalar", "gemma4=Gemma4Dims(...); Gemma4LM",
+     "rotate-half -> pairs over each whole head; o_proj's columns too where the values are the keys"),
 ]
 
 
@@ -122,12 +126,14 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     inference); a setting minitfm's models do not have is refused with a ValueError naming it."""
     family = family_of(hf_config)
     hf = hf_config
+    if family == "gemma4_text":  # Gemma 4 writes its experts' sizes as null when it has none
+        hf = {k: v for k, v in hf.items() if v is not None or k not in ("num_experts", "moe_intermediate_size")}
     check_config_fields(hf, "gpt2" if family == "gpt2" else "llama")
     if family in DEEPSEEK_TYPES:
         return deepseek_config_from_hf(hf, family)
     readers = {"gpt_oss": gpt_oss_config_from_hf, "minimax_m2": minimax_config_from_hf,
                "llama4_text": llama4_config_from_hf, "qwen3_5_text": qwen3_5_config_from_hf,
-               "qwen3_next": lambda hf: qwen3_5_config_from_hf(hf, "qwen3_next")}
+               "qwen3_next": lambda hf: qwen3_5_config_from_hf(hf, "qwen3_next"), "gemma4_text": gemma4_config_from_hf}
     if family in readers:
         return readers[family](hf)
     if family != "gpt2":
@@ -241,7 +247,8 @@ def _config_json(config: ModelConfig, family: str) -> dict:
     if family in DEEPSEEK_TYPES:
         return deepseek_config_json(c, family)
     writers = {"gpt_oss": gpt_oss_config_json, "minimax_m2": minimax_config_json, "llama4_text": llama4_config_json,
-               "qwen3_5_text": qwen3_5_config_json, "qwen3_next": lambda c: qwen3_5_config_json(c, "qwen3_next")}
+               "qwen3_5_text": qwen3_5_config_json, "qwen3_next": lambda c: qwen3_5_config_json(c, "qwen3_next"),
+               "gemma4_text": gemma4_config_json}
     if family in writers:
         return writers[family](c)
     if family != "gpt2":

@@ -20,6 +20,7 @@ from minitfm.config import ModelConfig
 from minitfm.layers.positional import RotaryEmbedding
 from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import check_family, config_from_hf, config_to_hf, family_of
+from minitfm.pretrained.gemma4 import decoder_class
 from minitfm.pretrained.files import check_device, check_dtype, checkpoint_folder, read_config, read_state_dict
 from minitfm.pretrained.weights import to_hf, to_minitfm, unfuse_experts
 
@@ -64,7 +65,7 @@ def from_transformers(hf_model, *, dtype: torch.dtype = torch.float32, device=No
 
 def _build(config: ModelConfig, state: dict, dtype, device) -> DecoderOnlyLM:
     with torch.device("meta"):  # no random initialisation of weights that are replaced at once
-        model = DecoderOnlyLM(config)
+        model = decoder_class(config)(config)  # Gemma 4's own model for config.gemma4
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, assign=True)
     if config.tie_embeddings:
         model.lm_head.weight = model.tok_emb.weight  # assign=True replaced the shared parameter by two

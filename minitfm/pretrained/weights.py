@@ -17,10 +17,10 @@ import re
 import torch
 
 from minitfm.config import ModelConfig
-from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import _check_config, check_family
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_rules, fuse_experts, routed_ffn_rules
 from minitfm.pretrained.families import DECODER_FAMILIES
+from minitfm.pretrained.gemma4 import decoder_class, gemma4_rules
 from minitfm.pretrained.gpt_oss import gpt_oss_rules
 from minitfm.pretrained.llama4 import llama4_rules
 from minitfm.pretrained.minimax import minimax_ffn_rules
@@ -195,7 +195,7 @@ def key_map(config: ModelConfig, family: str | None = None) -> list[Rule]:
     layout of ``family`` (a ``model_type``; by default the first family that holds the config)."""
     family = check_family(config, family)
     c = config.resolved()
-    rules = _gpt2_rules(c) if family == "gpt2" else _decoder_rules(c, family)
+    rules = _gpt2_rules(c) if family == "gpt2" else gemma4_rules(c) if family == "gemma4_text" else _decoder_rules(c, family)
     expected = _expected_shapes(c)
     with torch.device("meta"):  # the shapes only: each rule's inverse applied to empty tensors
         return [dataclasses.replace(rule, hf_shape=tuple(rule.inverse([torch.empty(expected[k]) for k in
@@ -265,7 +265,7 @@ def to_minitfm(state: dict, config: ModelConfig, family: str | None = None) -> d
 def _expected_shapes(config: ModelConfig) -> dict[str, tuple]:
     """minitfm's parameter shapes for ``config``, without building the model (meta tensors)."""
     with torch.device("meta"):
-        model = DecoderOnlyLM(config)
+        model = decoder_class(config)(config)  # Gemma 4's own model for config.gemma4
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 

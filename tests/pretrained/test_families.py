@@ -207,7 +207,7 @@ def test_the_lean_step_serves_every_family_but_the_mixtures_of_experts(pair):
 
 def test_every_family_is_covered():
     covered = {P.family_of({"model_type": getattr(transformers, FAMILIES[n][0]).model_type}) for n in FAMILIES}
-    assert covered == set(P.FAMILIES) - {"gpt2"}
+    assert covered == set(P.FAMILIES) - {"gpt2", "gemma4_text"}  # Gemma 4's own model: tests/pretrained/test_gemma4.py
 
 
 # family -> (the setting that sets it apart, dropped; the family model_family finds then, None = none holds it)

@@ -1,0 +1,217 @@
+"""Gemma 4's language model (gemma4_text, issue 48 item 1) against Hugging Face transformers, offline.
+
+Two tiny random checkpoints, built by transformers' own Gemma4TextConfig and saved with save_pretrained: one with
+every option of the small models (per-layer inputs, the last two layers sharing earlier keys and values with a
+double-wide FFN, global layers with heads twice as wide and a proportional RoPE turning half of them, a final
+soft-cap), one with the large models' global layers (values equal to the keys, one K/V head, a plain RoPE). Windows
+are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy tokens with
+the cache, a padded batch, an export that re-imports bit-exact and that transformers loads as Gemma4ForCausalLM.
+
+The norms' weights are moved off their initial ones (and the layer scalars off 1), so a weight misread shows; the
+QK-norms' are halved: Gemma 4 does not divide the scores by sqrt(Dh), and with norms near 1 the softmax is sharp
+enough that transformers' own two attention kernels disagree by about 1e-5 on these sizes.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import transformers  # noqa: E402  requirements.txt installs it: a missing one fails, never skips
+transformers.logging.set_verbosity_error()
+
+import minitfm  # noqa: E402
+from minitfm import pretrained as P  # noqa: E402
+from minitfm.generation.lean_refusal import refusal  # noqa: E402
+from minitfm.models import DecoderOnlyLM  # noqa: E402
+from minitfm.params import active_params, count_params, estimate_params  # noqa: E402
+
+TOL = 1e-5
+VOCAB = 97
+FOUR = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
+SIZES = dict(num_hidden_layers=4, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
+             vocab_size=VOCAB, max_position_embeddings=128, initializer_range=0.1, rms_norm_eps=1e-5, head_dim=8,
+             global_head_dim=16, sliding_window=7, layer_types=FOUR, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+CHECKPOINTS = {
+    "small": dict(hidden_size_per_layer_input=6, vocab_size_per_layer_input=VOCAB, num_kv_shared_layers=2,
+                  use_double_wide_mlp=True, final_logit_softcapping=3.0, rope_parameters={
+                      "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+                      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1e3}}),
+    "large": dict(hidden_size_per_layer_input=0, attention_k_eq_v=True, num_global_key_value_heads=1,
+                  tie_word_embeddings=False, rope_parameters={
+                      "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+                      "full_attention": {"rope_type": "default", "rope_theta": 1e3}}),
+}
+
+
+def hf_config(name: str, **changes) -> dict:
+    return transformers.Gemma4TextConfig(**{**SIZES, **CHECKPOINTS[name], **changes}).to_dict()
+
+
+def hf_model(name: str):
+    config = transformers.Gemma4TextConfig(**{**SIZES, **CHECKPOINTS[name]})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if "norm" in key:
+                p.add_(0.3 * torch.randn_like(p))
+            if key.endswith(("q_norm.weight", "k_norm.weight")):
+                p.mul_(0.5)
+        for key, b in model.named_buffers():
+            if key.endswith("layer_scalar"):  # ones at init: a scalar left out would not show
+                b.add_(0.3 * torch.randn_like(b))
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(CHECKPOINTS))
+def pair(request, tmp_path_factory):
+    hf = hf_model(request.param)
+    folder = tmp_path_factory.mktemp(f"gemma4_{request.param}")
+    hf.save_pretrained(folder)
+    return request.param, hf, P.load(folder), folder
+
+
+@torch.no_grad()
+def test_logits_match_transformers_beyond_the_window(pair):
+    _, hf, model, _ = pair
+    for shape in [(1, 1), (1, 9), (3, 40)]:
+        tokens = torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(shape[1]))
+        want, got = hf(tokens).logits, model(tokens)
+        assert want.abs().max() > 1.0
+        assert (want - got).abs().max() <= TOL, shape
+
+
+@torch.no_grad()
+def test_left_padded_batch_matches(pair):
+    _, hf, model, _ = pair
+    tokens = torch.randint(0, VOCAB, (3, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, :5], mask[2, :11] = False, False
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    want = hf(tokens, attention_mask=mask.long(), position_ids=positions).logits
+    assert (want - model(tokens, key_mask=mask))[mask].abs().max() <= TOL
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_greedy_generation_identical_with_the_cache(pair, bounded):
+    """The sharing layers read their producers' keys, cached (bounded: the sliding layers keep their window)."""
+    _, hf, model, _ = pair
+    prompt = torch.tensor([[5, 3, 17, 42, 8]])
+    want = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=50, min_new_tokens=50,
+                       eos_token_id=None, pad_token_id=0, do_sample=False)
+    caches = model.new_caches(1, 55, bounded=bounded)
+    tokens, logits = prompt, model(prompt, caches=caches)
+    for _ in range(50):
+        tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+        logits = model(tokens[:, -1:], caches=caches)
+    assert torch.equal(want, tokens)
+    assert torch.equal(minitfm.generate(model, prompt, 50, eos_id=-1).tokens, want)
+    assert torch.equal(minitfm.generate(model, prompt, 50, eos_id=-1, use_cache=False).tokens, want)
+
+
+def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path):
+    name, hf, model, folder = pair
+    assert P.family_of(P.read_config(folder)) == P.model_family(model.config) == "gemma4_text"
+    out = P.save_pretrained(model, tmp_path / "export")
+    again = P.load(out)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, again.state_dict()[key]), key
+    original, exported = P.read_state_dict(folder), P.read_state_dict(out)
+    assert exported.keys() == original.keys() - ({"lm_head.weight"} if model.config.tie_embeddings else set())
+    for key, value in exported.items():
+        assert torch.equal(value, original[key]), key
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(reloaded) is type(hf)
+    tokens = torch.randint(0, VOCAB, (2, 30), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (reloaded(tokens).logits - model(tokens)).abs().max() <= TOL
+    from_memory = P.from_transformers(hf)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, from_memory.state_dict()[key]), key
+
+
+def test_the_lean_step_steps_aside_and_other_families_cannot_hold_it(pair):
+    _, _, model, _ = pair
+    assert "Gemma4LM" in refusal(model)
+    with pytest.raises(ValueError, match="cannot hold this model"):
+        P.check_family(model.config, "gemma3_text")
+    with pytest.raises(ValueError, match="gemma4"):
+        DecoderOnlyLM(model.config)  # the book's blocks do not compute Gemma 4's layers: refused, by name
+
+
+def test_the_formula_minitfm_and_transformers_count_it_alike(pair):
+    _, hf, model, _ = pair
+    counts = count_params(model)
+    assert counts == estimate_params(model.config)
+    assert counts["total"] == active_params(model.config) == sum(p.numel() for p in hf.parameters())
+
+
+# Gemma 4 31B's text config.json (google/gemma-4-31B, text_config: 60 layers of 5376, 32 heads, 16 K/V heads of 256 in
+# the sliding layers, 4 of 512 in every 6th layer whose values are its keys, FFN 21504, window 1024, vocabulary 262144,
+# tied), transcribed from its published sizes; the count its authors state: "31B: 30.7B" parameters, dense (Gemma 4
+# model card, Google DeepMind, April 2026, "Model sizes" table).
+GEMMA4_31B = {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], "vocab_size": 262144,
+              "hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 60, "num_attention_heads": 32,
+              "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512, "num_global_key_value_heads": 4,
+              "attention_k_eq_v": True, "hidden_size_per_layer_input": 0, "sliding_window": 1024,
+              "max_position_embeddings": 262144, "final_logit_softcapping": 30.0, "tie_word_embeddings": True,
+              "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(60)]}
+
+
+def test_gemma4_31b_is_counted_as_transformers_builds_it_and_as_google_states():
+    config = P.config_from_hf(GEMMA4_31B)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**GEMMA4_31B))
+    total = estimate_params(config)["total"]
+    assert total == sum(p.numel() for p in model.parameters())
+    assert abs(total / 30.7e9 - 1) < 0.03
+
+
+@pytest.mark.parametrize("change, name", [
+    ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 8}, "enable_moe_block"),
+    ({"attention_bias": True}, "attention_bias"),
+    ({"hidden_activation": "silu"}, "hidden_activation"),
+    ({"vocab_size_per_layer_input": 50}, "vocab_size_per_layer_input"),
+    ({"num_kv_shared_layers": 4}, "num_kv_shared_layers"),
+    ({"per_layer_config": {"1": {"head_dim": 16}, "3": {"head_dim": 8}}}, "per_layer_config"),
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+                          "full_attention": {"rope_type": "yarn", "rope_theta": 1e3, "factor": 2.0}}},
+     "rope_parameters\\['full_attention'\\]"),
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 50.0,
+                                                "partial_rotary_factor": 0.5},
+                          "full_attention": {"rope_type": "default", "rope_theta": 1e3}}},
+     "rope_parameters\\['sliding_attention'\\]"),
+])
+def test_what_minitfm_lacks_is_refused_by_name(change, name):
+    hf = {**hf_config("small"), **change}
+    with pytest.raises(ValueError, match=name):
+        P.config_from_hf(hf)
+
+
+def test_use_bidirectional_attention_is_refused_by_name():
+    with pytest.raises(ValueError, match="use_bidirectional_attention"):
+        P.config_from_hf({**hf_config("small"), "use_bidirectional_attention": "all"})
+
+
+def _read(hf: dict):
+    try:
+        return P.config_from_hf(hf)
+    except (ValueError, TypeError):
+        return "refused"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKPOINTS))
+def test_a_key_the_file_leaves_out_reads_as_transformers_reads_it(name):
+    """Drop each key minitfm reads; transformers' config class fills in Gemma 4's default, and minitfm must read
+    the same model from both files (global_head_dim 512 without per_layer_config, 6-layer patterns, ...)."""
+    full = hf_config(name)
+    assert _read(full) != "refused"
+    for key in ("head_dim", "num_key_value_heads", "rms_norm_eps", "sliding_window", "layer_types", "rope_parameters",
+                "final_logit_softcapping", "hidden_size_per_layer_input", "vocab_size_per_layer_input",
+                "num_kv_shared_layers", "attention_k_eq_v", "use_double_wide_mlp", "per_layer_config",
+                "tie_word_embeddings", "hidden_activation"):
+        trimmed = {k: v for k, v in full.items() if k != key}
+        assert _read(trimmed) == _read(transformers.Gemma4TextConfig(**trimmed).to_dict()), (name, key)
