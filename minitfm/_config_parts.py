@@ -122,7 +122,8 @@ class Gemma4Dims:
     """What Gemma 4 adds to Gemma 3's layers (:mod:`minitfm._gemma4`): the full-attention layers' own head width and
     K/V heads (values = the keys before their norm with ``k_eq_v``), the pairs their proportional RoPE turns
     (``None``: all), the per-layer input embeddings' width P (0: none), the last ``kv_shared_layers`` layers reusing
-    the keys and values of the last earlier layer of their kind, whose FFN is twice as wide with ``double_wide_mlp``."""
+    the keys and values of the last earlier layer of their kind, whose FFN is twice as wide with ``double_wide_mlp``,
+    and ``experts`` GeGLU experts of width ``d_expert`` beside every FFN, ``top_k`` of them per token (0: none)."""
 
     global_head_dim: int
     global_kv_heads: Optional[int] = None  # None: n_kv_heads
@@ -131,14 +132,20 @@ class Gemma4Dims:
     ple_dim: int = 0
     kv_shared_layers: int = 0
     double_wide_mlp: bool = False
+    experts: int = 0
+    top_k: int = 0
+    d_expert: int = 0
 
     def __post_init__(self):
         check_positive_int(self.global_head_dim, "gemma4.global_head_dim")
         for name in ("global_kv_heads", "global_rope_pairs"):
             if getattr(self, name) is not None:
                 check_number(getattr(self, name), f"gemma4.{name}", low=0, integer=True)
-        for name in ("ple_dim", "kv_shared_layers"):
+        for name in ("ple_dim", "kv_shared_layers", "experts", "top_k", "d_expert"):
             check_number(getattr(self, name), f"gemma4.{name}", low=0, integer=True)
+        if self.experts and not (1 <= self.top_k <= self.experts and self.d_expert):
+            raise ValueError(f"gemma4: {self.experts} experts need a top_k in [1, {self.experts}] and a d_expert >= 1, "
+                             f"got top_k={self.top_k}, d_expert={self.d_expert}")
         for name in ("k_eq_v", "double_wide_mlp"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"gemma4.{name} must be a bool, got {type(getattr(self, name)).__name__}")

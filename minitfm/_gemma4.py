@@ -10,7 +10,8 @@ sqrt(D), GeGLU) with what Gemma 4 adds:
   of its embedding; after its FFN, layer i adds out(gelu(gate(x)) * its P numbers), normalised;
 - the last ``kv_shared_layers`` layers compute no keys or values: they reuse those of the last earlier layer of
   their kind (sliding or global), whose cache serves both (such a layer's FFN may be twice as wide);
-- every layer's output is multiplied by a stored ``layer_scalar``.
+- every layer's output is multiplied by a stored ``layer_scalar``;
+- with ``experts`` (the 26B A4B), a mixture of GeGLU experts beside every FFN, read from the layer's input.
 
 Glossary: B batch, T new tokens, P tokens already cached, D d_model, H heads, L layers.
 """
@@ -106,6 +107,38 @@ class Gemma4Attention(MultiHeadAttention):
         return self.out_proj(out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))
 
 
+class Gemma4Experts(nn.Module):
+    """E GeGLU experts beside a layer's FFN: a router over the weightless-normed input times ``scale`` / sqrt(D) picks
+    k, weighted by their softmax probabilities renormalised over the k, times a learned ``per_expert_scale``; the
+    experts read the input through ``norm`` and their sum passes ``out_norm``."""
+
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        g, d = c.gemma4, c.d_model
+        self.top_k, self.eps = g.top_k, c.norm_eps
+        self.scale, self.per_expert_scale = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(g.experts))
+        self.proj = nn.Linear(d, g.experts, bias=False)
+        self.gate_up_proj = nn.Parameter(torch.empty(g.experts, 2 * g.d_expert, d))  # (E, 2F, D): gate rows, up rows
+        self.down_proj = nn.Parameter(torch.empty(g.experts, d, g.d_expert))  # (E, D, F)
+        nn.init.normal_(self.gate_up_proj, std=d ** -0.5)
+        nn.init.normal_(self.down_proj, std=g.d_expert ** -0.5)
+        self.norm, self.out_norm = RMSNorm(d, eps=c.norm_eps), RMSNorm(d, eps=c.norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) the layer's input (the residual stream before the FFN's norm) -> (B, T, D)."""
+        flat = x.reshape(-1, x.shape[-1])  # (B T, D)
+        scores = self.proj(_weightless_rms(flat, self.eps) * self.scale * x.shape[-1] ** -0.5)
+        weights, chosen = torch.softmax(scores, dim=-1, dtype=torch.float32).topk(self.top_k, dim=-1)  # (B T, k)
+        weights = weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[chosen]
+        h, out = self.norm(flat), torch.zeros_like(flat)
+        for e in chosen.unique().tolist():
+            rows, slot = torch.where(chosen == e)
+            gate, up = F.linear(h[rows], self.gate_up_proj[e]).chunk(2, dim=-1)
+            y = F.linear(F.gelu(gate, approximate="tanh") * up, self.down_proj[e])
+            out.index_add_(0, rows, (y * weights[rows, slot, None]).to(out.dtype))
+        return self.out_norm(out.view(x.shape))
+
+
 class PerLayerInput(nn.Module):
     """One layer's use of its per-layer input: x + norm(out(gelu(gate(x)) * e)), e (B, T, P)."""
 
@@ -148,11 +181,16 @@ class Gemma4Block(nn.Module):
         for name in ("attn_norm", "attn_out_norm", "ffn_norm", "ffn_out_norm"):
             setattr(self, name, RMSNorm(c.d_model, eps=c.norm_eps))
         self.per_layer = PerLayerInput(c.d_model, c.gemma4.ple_dim, c.norm_eps) if c.gemma4.ple_dim else None
+        self.experts = Gemma4Experts(c) if c.gemma4.experts else None
+        self.ffn_out_norm_1 = RMSNorm(c.d_model, eps=c.norm_eps) if c.gemma4.experts else None
         self.register_buffer("layer_scalar", torch.ones(1))
 
     def forward(self, x, e, **attention):
         x = x + self.attn_out_norm(self.self_attn(self.attn_norm(x), **attention))
-        x = x + self.ffn_out_norm(self.ffn(self.ffn_norm(x)))
+        h = self.ffn(self.ffn_norm(x))
+        if self.experts is not None:  # the dense FFN's output, normed, plus the experts'
+            h = self.ffn_out_norm_1(h) + self.experts(x)
+        x = x + self.ffn_out_norm(h)
         if self.per_layer is not None:
             x = self.per_layer(x, e)
         return x * self.layer_scalar
@@ -221,8 +259,9 @@ class Gemma4LM(DecoderOnlyLM):
         return self.final_norm(x)
 
 
-def gemma4_params(c: ModelConfig) -> dict[str, int]:
-    """Gemma 4's parameters per part (minitfm.params' parts; the per-layer inputs count as embeddings)."""
+def gemma4_params(c: ModelConfig, active: bool = False) -> dict[str, int]:
+    """Gemma 4's parameters per part (minitfm.params' parts; the per-layer inputs count as embeddings); with
+    ``active``, the experts a token does not run left out."""
     g, d, h = c.gemma4, c.d_model, c.n_heads
     counts = {"embeddings": c.vocab_size * d, "attention": 0, "ffn": 0, "norms": (4 * c.n_layers + 1) * d,
               "head": 0 if c.tie_embeddings else c.vocab_size * d}
@@ -233,8 +272,17 @@ def gemma4_params(c: ModelConfig) -> dict[str, int]:
             counts["attention"] += d * kv_heads * d_head * (1 if k_eq_v else 2) + d_head
         wide = 2 if g.double_wide_mlp and shares_kv(c, i) else 1
         counts["ffn"] += 3 * d * wide * c.d_ff
+        if g.experts:  # router (scale, proj, per-expert scale), E or k experts, their two norms; the dense FFN's norm
+            used = g.top_k if active else g.experts
+            counts["ffn"] += d + d * g.experts + g.experts + used * 3 * d * g.d_expert + 2 * d
+            counts["norms"] += d
     if g.ple_dim:
         counts["embeddings"] += c.n_layers * g.ple_dim * (c.vocab_size + d) + g.ple_dim + \
             c.n_layers * (2 * d * g.ple_dim + d)
     counts["total"] = sum(counts.values())
     return counts
+
+
+def gemma4_lookups(c: ModelConfig) -> int:
+    """The parameters a token only looks up: the token table (unless it is also the head) and the per-layer table."""
+    return c.vocab_size * c.d_model * (not c.tie_embeddings) + c.vocab_size * c.n_layers * c.gemma4.ple_dim

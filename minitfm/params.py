@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from minitfm._gemma4 import PerLayerEmbeddings, PerLayerInput, gemma4_params
+from minitfm._gemma4 import Gemma4Experts, PerLayerEmbeddings, PerLayerInput, gemma4_lookups, gemma4_params
 from minitfm.config import ModelConfig
 from minitfm.layers.delta_net import GatedDeltaNet
 from minitfm.layers.feedforward import GATED, FeedForward, SwiGLU
@@ -35,7 +35,7 @@ def _part(name: str, module: nn.Module) -> str | None:
         return "embeddings"
     if isinstance(module, (MultiHeadAttention, LatentAttention, GatedDeltaNet)):  # its norms too: inside it
         return "attention"
-    if isinstance(module, (FeedForward, SwiGLU, MoEFeedForward, RoutedMoE)):  # SwiGLU covers GeGLU; MoE: router + experts
+    if isinstance(module, (FeedForward, SwiGLU, MoEFeedForward, RoutedMoE, Gemma4Experts)):  # SwiGLU covers GeGLU; MoE: router + experts
         return "ffn"
     if isinstance(module, (nn.LayerNorm, RMSNorm)):
         return "norms"
@@ -196,6 +196,8 @@ def active_params(config: ModelConfig, kind: str = "decoder_only", *, embedding:
     if not isinstance(embedding, bool):
         raise TypeError(f"embedding must be a bool, got {type(embedding).__name__}")
     counts = estimate_params(c, kind)
+    if c.gemma4 is not None:  # Gemma 4's own count: the unpicked experts left out; its lookups, both tables
+        return gemma4_params(c, active=True)["total"] - (0 if embedding else gemma4_lookups(c))
     n_ffn = c.n_layers if kind == "decoder_only" else c.n_encoder_layers + c.n_decoder_layers
     n_moe = n_ffn - (n_ffn - len(c.moe_layers) if c.moe_layers is not None else 0)
     lookups = 0 if embedding else counts["embeddings"] - (c.vocab_size * c.d_model if c.tie_embeddings else 0)

@@ -7,9 +7,10 @@ Gemma 4 keeps Gemma 3's sandwich norms, QK-norm, GeGLU and local/global layers, 
 value projection, and a proportional RoPE (``partial_rotary_factor`` of the pairs turn). ``hidden_size_per_layer_input``
 gives every layer a per-token input of its own (PLE), the last ``num_kv_shared_layers`` layers reuse earlier keys
 and values (``use_double_wide_mlp``: their FFN twice as wide). :class:`Gemma4LM` (:mod:`minitfm._gemma4`) computes
-it; :func:`decoder_class` says which model class a config builds. Every other setting is refused by name:
-``enable_moe_block`` (the 26B-A4B's experts beside the FFN), ``use_bidirectional_attention``, ``attention_bias``,
-another activation, a per-layer vocabulary of another size, other RoPE types.
+it; :func:`decoder_class` says which model class a config builds. ``enable_moe_block`` (the 26B A4B) adds
+``num_experts`` experts of width ``moe_intermediate_size`` beside every FFN, ``top_k_experts`` per token. Every other
+setting is refused by name: ``use_bidirectional_attention``, ``attention_bias``, another activation, a per-layer
+vocabulary of another size, other RoPE types.
 """
 from __future__ import annotations
 
@@ -86,8 +87,7 @@ def gemma4_config_from_hf(hf: dict) -> ModelConfig:
     def get(key):
         return hf[key] if key in hf else _DEFAULTS[key]
 
-    for key, why in (("enable_moe_block", "minitfm has not built the 26B-A4B's experts beside the FFN"),
-                     ("attention_bias", "Gemma 4's projections have no biases here"),
+    for key, why in (("attention_bias", "Gemma 4's projections have no biases here"),
                      ("use_bidirectional_attention", "decoders are causal")):
         _refuse(bool(get(key)), key, get(key), why)
     act = get("hidden_activation")
@@ -105,6 +105,13 @@ def gemma4_config_from_hf(hf: dict) -> ModelConfig:
     _refuse(bool(ple) and get("vocab_size_per_layer_input") != vocab, "vocab_size_per_layer_input",
             get("vocab_size_per_layer_input"), f"minitfm's per-layer table has the vocabulary's {vocab} rows")
     global_dim, global_kv = _global_heads(hf, get, types, head_dim, kv)
+    experts = {}
+    if get("enable_moe_block"):
+        sizes = {k: hf.get(k) for k in ("num_experts", "top_k_experts", "moe_intermediate_size")}
+        _refuse(any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in sizes.values()) or
+                sizes["top_k_experts"] > sizes["num_experts"], "enable_moe_block with", sizes,
+                "ints >= 1 for the experts' count, top-k (at most the count) and width")
+        experts = dict(experts=sizes["num_experts"], top_k=sizes["top_k_experts"], d_expert=sizes["moe_intermediate_size"])
     rope, pairs = _rope(hf, global_dim)
     sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
     return ModelConfig(
@@ -117,7 +124,7 @@ def gemma4_config_from_hf(hf: dict) -> ModelConfig:
         **special_ids({k: get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}, vocab),
         gemma4=dict(global_head_dim=global_dim, global_kv_heads=None if global_kv == kv else global_kv,
                     k_eq_v=bool(get("attention_k_eq_v")), global_rope_pairs=pairs, ple_dim=ple, kv_shared_layers=shared,
-                    double_wide_mlp=bool(get("use_double_wide_mlp")) and shared > 0))
+                    double_wide_mlp=bool(get("use_double_wide_mlp")) and shared > 0, **experts))
 
 
 def gemma4_config_json(c: ModelConfig) -> dict:
@@ -140,7 +147,9 @@ def gemma4_config_json(c: ModelConfig) -> dict:
             "layer_types": ["full_attention" if i in global_layers else "sliding_attention" for i in range(c.n_layers)],
             "final_logit_softcapping": c.final_softcap, "vocab_size_per_layer_input": c.vocab_size,
             "hidden_size_per_layer_input": g.ple_dim, "attention_k_eq_v": g.k_eq_v,
-            "num_kv_shared_layers": g.kv_shared_layers, "enable_moe_block": False, "use_double_wide_mlp": g.double_wide_mlp,
+            "num_kv_shared_layers": g.kv_shared_layers, "use_double_wide_mlp": g.double_wide_mlp,
+            "enable_moe_block": bool(g.experts), "num_experts": g.experts or None, "top_k_experts": g.top_k or None,
+            "moe_intermediate_size": g.d_expert or None,
             "per_layer_config": {str(i): {"head_dim": g.global_head_dim, "num_key_value_heads": g.global_kv_heads or
                                           c.n_kv_heads} for i in global_layers},
             "bos_token_id": c.bos_id, "eos_token_id": c.eos_id, "pad_token_id": c.pad_id}
@@ -182,6 +191,13 @@ def gemma4_rules(c: ModelConfig) -> list[Rule]:
         rules += [_copy(f"{h}{theirs}.weight", f"{m}{ours}.weight") for theirs, ours in (
             ("input_layernorm", "attn_norm"), ("post_attention_layernorm", "attn_out_norm"),
             ("pre_feedforward_layernorm", "ffn_norm"), ("post_feedforward_layernorm", "ffn_out_norm"))]
+        if c.gemma4.experts:  # the router, the stacked experts and their norms, the dense FFN's second output norm
+            rules += [_copy(f"{h}{theirs}", f"{m}{ours}") for theirs, ours in (
+                ("router.proj.weight", "experts.proj.weight"), ("router.scale", "experts.scale"),
+                ("router.per_expert_scale", "experts.per_expert_scale"), ("experts.gate_up_proj", "experts.gate_up_proj"),
+                ("experts.down_proj", "experts.down_proj"), ("pre_feedforward_layernorm_2.weight", "experts.norm.weight"),
+                ("post_feedforward_layernorm_2.weight", "experts.out_norm.weight"),
+                ("post_feedforward_layernorm_1.weight", "ffn_out_norm_1.weight"))]
         if c.gemma4.ple_dim:
             rules += [_copy(f"{h}{theirs}.weight", f"{m}per_layer.{ours}.weight") for theirs, ours in (
                 ("per_layer_input_gate", "gate"), ("per_layer_projection", "out"), ("post_per_layer_input_norm", "norm"))]

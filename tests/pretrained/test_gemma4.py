@@ -1,13 +1,14 @@
 """Gemma 4's language model (gemma4_text, issue 48 item 1) against Hugging Face transformers, offline.
 
-Two tiny random checkpoints, built by transformers' own Gemma4TextConfig and saved with save_pretrained: one with
+Three tiny random checkpoints, built by transformers' own Gemma4TextConfig and saved with save_pretrained: one with
 every option of the small models (per-layer inputs, the last two layers sharing earlier keys and values with a
 double-wide FFN, global layers with heads twice as wide and a proportional RoPE turning half of them, a final
-soft-cap), one with the large models' global layers (values equal to the keys, one K/V head, a plain RoPE). Windows
-are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy tokens with
+soft-cap), one with the large models' global layers (values equal to the keys, one K/V head, a plain RoPE, an untied
+head), one with the 26B A4B's experts beside every FFN (top-2 of 4). Windows are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy tokens with
 the cache, a padded batch, an export that re-imports bit-exact and that transformers loads as Gemma4ForCausalLM.
 
-The norms' weights are moved off their initial ones (and the layer scalars off 1), so a weight misread shows; the
+The norms' weights are moved off their initial ones (and the layer scalars and the routers' scales off 1), so a
+weight misread shows; the
 QK-norms' are halved: Gemma 4 does not divide the scores by sqrt(Dh), and with norms near 1 the softmax is sharp
 enough that transformers' own two attention kernels disagree by about 1e-5 on these sizes.
 """
@@ -43,6 +44,10 @@ CHECKPOINTS = {
                   tie_word_embeddings=False, rope_parameters={
                       "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
                       "full_attention": {"rope_type": "default", "rope_theta": 1e3}}),
+    "moe": dict(hidden_size_per_layer_input=0, attention_k_eq_v=True, num_global_key_value_heads=1,
+                enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=12, rope_parameters={
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+                    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e3}}),
 }
 
 
@@ -60,6 +65,8 @@ def hf_model(name: str):
                 p.add_(0.3 * torch.randn_like(p))
             if key.endswith(("q_norm.weight", "k_norm.weight")):
                 p.mul_(0.5)
+            if key.endswith(("router.scale", "per_expert_scale")):  # ones at init
+                p.add_(0.3 * torch.randn_like(p))
         for key, b in model.named_buffers():
             if key.endswith("layer_scalar"):  # ones at init: a scalar left out would not show
                 b.add_(0.3 * torch.randn_like(b))
@@ -143,10 +150,14 @@ def test_the_lean_step_steps_aside_and_other_families_cannot_hold_it(pair):
 
 
 def test_the_formula_minitfm_and_transformers_count_it_alike(pair):
-    _, hf, model, _ = pair
+    name, hf, model, _ = pair
     counts = count_params(model)
     assert counts == estimate_params(model.config)
-    assert counts["total"] == active_params(model.config) == sum(p.numel() for p in hf.parameters())
+    total = sum(p.numel() for p in hf.parameters())
+    assert counts["total"] == total
+    experts = sum(p.numel() for key, p in hf.named_parameters() if ".experts." in key)  # E stacked experts per layer
+    unused = experts // 4 * 2 if name == "moe" else 0  # 2 of the 4 run for a token
+    assert active_params(model.config) == total - unused and (unused > 0) == (name == "moe")
 
 
 # Gemma 4 31B's text config.json (google/gemma-4-31B, text_config: 60 layers of 5376, 32 heads, 16 K/V heads of 256 in
@@ -161,17 +172,27 @@ GEMMA4_31B = {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"
               "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(60)]}
 
 
-def test_gemma4_31b_is_counted_as_transformers_builds_it_and_as_google_states():
-    config = P.config_from_hf(GEMMA4_31B)
+# Gemma 4 26B A4B's (google/gemma-4-26B-A4B, text_config): 30 layers of 2816, 16 heads, 8 K/V heads of 256, 2 of 512
+# in every 6th layer (values = keys), FFN 2112 beside 128 experts of 704, top-8, window 1024, tied; stated: "26B A4B:
+# 25.2B" total, "3.8B" active (the same model card table).
+GEMMA4_26B_A4B = {**GEMMA4_31B, "hidden_size": 2816, "intermediate_size": 2112, "num_hidden_layers": 30,
+                  "num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2,
+                  "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
+                  "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(30)]}
+
+
+@pytest.mark.parametrize("hf, stated", [(GEMMA4_31B, (30.7e9, 30.7e9)), (GEMMA4_26B_A4B, (25.2e9, 3.8e9))])
+def test_the_published_gemma4s_are_counted_as_transformers_builds_them_and_as_google_states(hf, stated):
+    config = P.config_from_hf(hf)
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**GEMMA4_31B))
-    total = estimate_params(config)["total"]
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**hf))
+    total, active = estimate_params(config)["total"], active_params(config)
     assert total == sum(p.numel() for p in model.parameters())
-    assert abs(total / 30.7e9 - 1) < 0.03
+    assert abs(total / stated[0] - 1) < 0.03 and abs(active / stated[1] - 1) < 0.03
 
 
 @pytest.mark.parametrize("change, name", [
-    ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 8}, "enable_moe_block"),
+    ({"enable_moe_block": True, "num_experts": 4, "top_k_experts": 5, "moe_intermediate_size": 8}, "enable_moe_block"),
     ({"attention_bias": True}, "attention_bias"),
     ({"hidden_activation": "silu"}, "hidden_activation"),
     ({"vocab_size_per_layer_input": 50}, "vocab_size_per_layer_input"),
@@ -212,6 +233,7 @@ def test_a_key_the_file_leaves_out_reads_as_transformers_reads_it(name):
     for key in ("head_dim", "num_key_value_heads", "rms_norm_eps", "sliding_window", "layer_types", "rope_parameters",
                 "final_logit_softcapping", "hidden_size_per_layer_input", "vocab_size_per_layer_input",
                 "num_kv_shared_layers", "attention_k_eq_v", "use_double_wide_mlp", "per_layer_config",
-                "tie_word_embeddings", "hidden_activation"):
+                "tie_word_embeddings", "hidden_activation", "enable_moe_block", "num_experts", "top_k_experts",
+                "moe_intermediate_size"):
         trimmed = {k: v for k, v in full.items() if k != key}
         assert _read(trimmed) == _read(transformers.Gemma4TextConfig(**trimmed).to_dict()), (name, key)
