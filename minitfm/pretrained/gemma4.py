@@ -9,7 +9,7 @@ gives every layer a per-token input of its own (PLE), the last ``num_kv_shared_l
 and values (``use_double_wide_mlp``: their FFN twice as wide). :class:`Gemma4LM` (:mod:`minitfm._gemma4`) computes
 it; :func:`decoder_class` says which model class a config builds. ``enable_moe_block`` (the 26B A4B) adds
 ``num_experts`` experts of width ``moe_intermediate_size`` beside every FFN, ``top_k_experts`` per token. Every other
-setting is refused by name: ``use_bidirectional_attention``, ``attention_bias``, another activation, a per-layer
+setting is refused by name: ``use_bidirectional_attention="all"``, ``attention_bias``, another activation, a per-layer
 vocabulary of another size, other RoPE types.
 """
 from __future__ import annotations
@@ -87,9 +87,9 @@ def gemma4_config_from_hf(hf: dict) -> ModelConfig:
     def get(key):
         return hf[key] if key in hf else _DEFAULTS[key]
 
-    for key, why in (("attention_bias", "Gemma 4's projections have no biases here"),
-                     ("use_bidirectional_attention", "decoders are causal")):
-        _refuse(bool(get(key)), key, get(key), why)
+    _refuse(bool(get("attention_bias")), "attention_bias", get("attention_bias"), "Gemma 4's projections have no biases")
+    both_ways = get("use_bidirectional_attention")  # "vision": only image tokens see both ways, and text has none
+    _refuse(both_ways not in (None, "vision"), "use_bidirectional_attention", both_ways, "decoders are causal")
     act = get("hidden_activation")
     _refuse(act != "gelu_pytorch_tanh", "hidden_activation", act, "Gemma 4 gates with the tanh GELU")
     d, heads, vocab, n = hf["hidden_size"], hf["num_attention_heads"], hf["vocab_size"], hf["num_hidden_layers"]

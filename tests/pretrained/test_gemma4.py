@@ -4,7 +4,7 @@ Three tiny random checkpoints, built by transformers' own Gemma4TextConfig and s
 every option of the small models (per-layer inputs, the last two layers sharing earlier keys and values with a
 double-wide FFN, global layers with heads twice as wide and a proportional RoPE turning half of them, a final
 soft-cap), one with the large models' global layers (values equal to the keys, one K/V head, a plain RoPE, an untied
-head), one with the 26B A4B's experts beside every FFN (top-2 of 4). Windows are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy tokens with
+head), one with the 26B A4B's experts beside every FFN (top-2 of 4) and its global RoPE's positions divided by 2. Windows are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy tokens with
 the cache, a padded batch, an export that re-imports bit-exact and that transformers loads as Gemma4ForCausalLM.
 
 The norms' weights are moved off their initial ones (and the layer scalars and the routers' scales off 1), so a
@@ -47,7 +47,8 @@ CHECKPOINTS = {
     "moe": dict(hidden_size_per_layer_input=0, attention_k_eq_v=True, num_global_key_value_heads=1,
                 enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=12, rope_parameters={
                     "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
-                    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e3}}),
+                    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e3,
+                                       "factor": 2.0}}),
 }
 
 
@@ -212,9 +213,12 @@ def test_what_minitfm_lacks_is_refused_by_name(change, name):
         P.config_from_hf(hf)
 
 
-def test_use_bidirectional_attention_is_refused_by_name():
+def test_bidirectional_attention_is_refused_by_name_and_vision_only_reads_as_causal():
+    """'all' makes every layer see both ways; 'vision' only lets image tokens do so, and a text model has none."""
     with pytest.raises(ValueError, match="use_bidirectional_attention"):
         P.config_from_hf({**hf_config("small"), "use_bidirectional_attention": "all"})
+    assert P.config_from_hf({**hf_config("small"), "use_bidirectional_attention": "vision"}) == \
+        P.config_from_hf(hf_config("small"))
 
 
 def _read(hf: dict):
