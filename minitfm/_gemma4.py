@@ -29,7 +29,7 @@ from minitfm.config import ModelConfig
 from minitfm.layers.attention import scaled_dot_product_attention
 from minitfm.layers.blocks import LayerCache
 from minitfm.layers.feedforward import make_ffn
-from minitfm.layers.kv_cache import KVCache, SlidingKVCache
+from minitfm.layers.kv_cache import KVCache, SlidingKVCache, kv_cache_bytes
 from minitfm.layers.masks import causal_mask
 from minitfm.layers.multihead import MultiHeadAttention
 from minitfm.layers.norms import RMSNorm
@@ -286,3 +286,15 @@ def gemma4_params(c: ModelConfig, active: bool = False) -> dict[str, int]:
 def gemma4_lookups(c: ModelConfig) -> int:
     """The parameters a token only looks up: the token table (unless it is also the head) and the per-layer table."""
     return c.vocab_size * c.d_model * (not c.tie_embeddings) + c.vocab_size * c.n_layers * c.gemma4.ple_dim
+
+
+def gemma4_cache_bytes(c: ModelConfig, seq_len: int, batch_size: int = 1, dtype=torch.float16) -> int:
+    """The keys and values Gemma 4 keeps after ``seq_len`` tokens: each layer that computes them (the sharing ones
+    keep none) holds min(T, W) positions (sliding) or T (global), with its own K/V heads and head width."""
+    total = 0
+    for i in range(c.n_layers):
+        if not shares_kv(c, i):
+            d_head, kv_heads, _ = layer_heads(c, i)
+            held = seq_len if c.layer_window(i) is None else min(seq_len, c.layer_window(i))
+            total += kv_cache_bytes(1, kv_heads, held, d_head, batch_size=batch_size, dtype=dtype)
+    return total

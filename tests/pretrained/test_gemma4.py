@@ -25,7 +25,9 @@ transformers.logging.set_verbosity_error()
 
 import minitfm  # noqa: E402
 from minitfm import pretrained as P  # noqa: E402
+from minitfm._gemma4 import gemma4_cache_bytes, shares_kv  # noqa: E402
 from minitfm.generation.lean_refusal import refusal  # noqa: E402
+from minitfm.layers.kv_cache import kv_cache_bytes  # noqa: E402
 from minitfm.models import DecoderOnlyLM  # noqa: E402
 from minitfm.params import active_params, count_params, estimate_params  # noqa: E402
 
@@ -118,6 +120,34 @@ def test_greedy_generation_identical_with_the_cache(pair, bounded):
     assert torch.equal(want, tokens)
     assert torch.equal(minitfm.generate(model, prompt, 50, eos_id=-1).tokens, want)
     assert torch.equal(minitfm.generate(model, prompt, 50, eos_id=-1, use_cache=False).tokens, want)
+
+
+def test_beam_search_and_a_padded_batch_decode_as_transformers_and_alone(pair):
+    """Beam search reorders every layer's cache (the sharing layers' empty ones too); a left-padded row decodes as
+    its prompt alone."""
+    _, hf, model, _ = pair
+    prompt = torch.tensor([[5, 3, 17, 42, 8]])
+    want = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12, min_new_tokens=12,
+                       num_beams=3, eos_token_id=None, pad_token_id=0, do_sample=False, early_stopping=True)
+    assert torch.equal(minitfm.beam_search(model, prompt, 12, num_beams=3, eos_id=-1).tokens, want)
+    batch = torch.tensor([[5, 3, 17, 42, 8], [0, 0, 9, 33, 4]])
+    both = minitfm.generate(model, batch, 20, eos_id=-1).tokens
+    assert torch.equal(both[1, 2:], minitfm.generate(model, batch[1:, 2:], 20, eos_id=-1).tokens[0])
+
+
+def test_the_cache_bytes_are_those_the_caches_hold(pair):
+    """Each layer that computes keys and values holds its own K/V heads of its own width, the sliding ones the last 7
+    positions only; the sharing ones none."""
+    _, _, model, _ = pair
+    c = model.config
+
+    def held(t):  # bytes in float16 of the keys and values of the caches for t positions, the sliding ones cut at 7
+        return sum(cache.self_attn.k[:, :, :min(t, c.layer_window(i) or t)].numel() * 2 * 2
+                   for i, cache in enumerate(model.new_caches(2, t)) if not shares_kv(c, i))
+
+    assert gemma4_cache_bytes(c, 7, 2) == held(7) and gemma4_cache_bytes(c, 30, 2) == held(30)
+    assert gemma4_cache_bytes(c, 30, 2) < kv_cache_bytes(c.n_layers, c.n_kv_heads, 30, c.gemma4.global_head_dim,
+                                                         batch_size=2)
 
 
 def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path):
