@@ -206,13 +206,14 @@ def check_options(c) -> None:
                    ("qk_norm", c.qk_norm), ("mla", c.mla), ("n_experts", c.n_experts), ("linear_layers", c.linear_layers),
                    ("attn_sinks", c.attn_sinks), ("rope_dims", c.rope_dims), ("attention_chunk", c.attention_chunk),
                    ("attn_softcap", c.attn_softcap), ("attn_temperature", c.attn_temperature), ("nope_layers",
-                   c.nope_layers), ("rope_scaling", c.rope_scaling), ("attn_output_gate", c.attn_output_gate))
-                   if v != {"pos": "rope", "norm": "rms", "sublayer_norm": "both", "qk_norm": "head",
-                            "linear_layers": (), "attn_sinks": False, "nope_layers": (), "attn_output_gate": False}.get(k)}
+                   c.nope_layers), ("rope_scaling", c.rope_scaling), ("attn_output_gate", c.attn_output_gate),
+                   ("dropout", c.dropout)) if v != {"pos": "rope", "norm": "rms", "sublayer_norm": "both", "qk_norm":
+                   "head", "linear_layers": (), "attn_sinks": False, "nope_layers": (), "attn_output_gate": False,
+                   "dropout": 0.0}.get(k)}
         heads = g.global_kv_heads or c.n_kv_heads or c.n_heads
         if c.n_heads % heads or g.kv_shared_layers > c.n_layers:
             lacking.update(global_kv_heads=g.global_kv_heads, kv_shared_layers=g.kv_shared_layers)
         if lacking:
             raise ValueError(f"gemma4 (Gemma 4's layers) needs pos='rope', norm='rms', sublayer_norm='both', "
-                             f"qk_norm='head', global_kv_heads dividing n_heads, kv_shared_layers <= n_layers and none "
-                             f"of the other attention or FFN options, got {lacking}")
+                             f"qk_norm='head', dropout 0, global_kv_heads dividing n_heads, kv_shared_layers <= "
+                             f"n_layers and none of the other attention or FFN options, got {lacking}")

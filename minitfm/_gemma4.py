@@ -69,7 +69,9 @@ def shares_kv(c: ModelConfig, i: int) -> bool:
 
 
 def _weightless_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    """x / rms(x) over the last axis, computed in float32 for float16/bfloat16 (as transformers computes it)."""
+    wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return (wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class Gemma4Attention(MultiHeadAttention):
@@ -77,7 +79,7 @@ class Gemma4Attention(MultiHeadAttention):
 
     def __init__(self, c: ModelConfig, i: int):
         d_head, kv_heads, k_eq_v = layer_heads(c, i)
-        super().__init__(c.d_model, c.n_heads, kv_heads, bias=False, d_head=d_head, qk_norm="head",
+        super().__init__(c.d_model, c.n_heads, kv_heads, bias=False, impl=c.attn_impl, d_head=d_head, qk_norm="head",
                          norm_eps=c.norm_eps, scale=c.attn_scale)
         if shares_kv(c, i):
             self.k_proj = self.v_proj = self.k_norm = None

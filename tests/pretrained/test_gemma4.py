@@ -14,6 +14,7 @@ enough that transformers' own two attention kernels disagree by about 1e-5 on th
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -178,6 +179,19 @@ def test_the_lean_step_steps_aside_and_other_families_cannot_hold_it(pair):
         P.check_family(model.config, "gemma3_text")
     with pytest.raises(ValueError, match="gemma4"):
         DecoderOnlyLM(model.config)  # the book's blocks do not compute Gemma 4's layers: refused, by name
+
+
+def test_the_fused_kernel_computes_the_same_and_dropout_is_refused(pair):
+    """config.attn_impl reaches Gemma 4's attention; its model has no dropout, so a config asking for it is refused."""
+    _, _, model, _ = pair
+    fused = P.gemma4.Gemma4LM(dataclasses.replace(model.config, attn_impl="fused")).eval()
+    fused.load_state_dict(model.state_dict())
+    assert {layer.self_attn.impl for layer in fused.layers} == {"fused"}
+    tokens = torch.randint(0, VOCAB, (2, 30), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert (fused(tokens) - model(tokens)).abs().max() <= TOL
+    with pytest.raises(ValueError, match="dropout"):
+        dataclasses.replace(model.config, dropout=0.1)
 
 
 def test_the_formula_minitfm_and_transformers_count_it_alike(pair):
