@@ -209,11 +209,13 @@ def check_options(c) -> None:
                    c.nope_layers), ("rope_scaling", c.rope_scaling), ("attn_output_gate", c.attn_output_gate),
                    ("dropout", c.dropout)) if v != {"pos": "rope", "norm": "rms", "sublayer_norm": "both", "qk_norm":
                    "head", "linear_layers": (), "attn_sinks": False, "nope_layers": (), "attn_output_gate": False,
-                   "dropout": 0.0}.get(k)}
-        heads = g.global_kv_heads or c.n_kv_heads or c.n_heads
-        if c.n_heads % heads or g.kv_shared_layers > c.n_layers:
+                   "dropout": 0.0}.get(k) and not (k.endswith("layers") and not v)}  # [] from JSON: none
+        heads, first = g.global_kv_heads or c.n_kv_heads or c.n_heads, c.n_layers - g.kv_shared_layers
+        kinds = [c.layer_window(i) is None for i in range(c.n_layers)]  # the sharing layers' kinds, computed before
+        if c.n_heads % heads or first < 1 or set(kinds[first:]) - set(kinds[:first]):
             lacking.update(global_kv_heads=g.global_kv_heads, kv_shared_layers=g.kv_shared_layers)
         if lacking:
             raise ValueError(f"gemma4 (Gemma 4's layers) needs pos='rope', norm='rms', sublayer_norm='both', "
-                             f"qk_norm='head', dropout 0, global_kv_heads dividing n_heads, kv_shared_layers <= "
-                             f"n_layers and none of the other attention or FFN options, got {lacking}")
+                             f"qk_norm='head', dropout 0, global_kv_heads dividing n_heads, kv_shared_layers < "
+                             f"n_layers (each kind they share computed by an earlier layer) and none of the other "
+                             f"attention or FFN options, got {lacking}")

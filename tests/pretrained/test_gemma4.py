@@ -15,6 +15,7 @@ enough that transformers' own two attention kernels disagree by about 1e-5 on th
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import pytest
@@ -29,6 +30,7 @@ from minitfm import pretrained as P  # noqa: E402
 from minitfm._gemma4 import gemma4_cache_bytes, shares_kv  # noqa: E402
 from minitfm.generation.lean_refusal import refusal  # noqa: E402
 from minitfm.layers.kv_cache import kv_cache_bytes  # noqa: E402
+from minitfm.config import ModelConfig  # noqa: E402
 from minitfm.models import DecoderOnlyLM  # noqa: E402
 from minitfm.params import active_params, count_params, estimate_params  # noqa: E402
 
@@ -192,6 +194,9 @@ def test_the_fused_kernel_computes_the_same_and_dropout_is_refused(pair):
         assert (fused(tokens) - model(tokens)).abs().max() <= TOL
     with pytest.raises(ValueError, match="dropout"):
         dataclasses.replace(model.config, dropout=0.1)
+    with pytest.raises(ValueError, match="kv_shared_layers"):  # layer 0 would have no keys to share
+        dataclasses.replace(model.config, gemma4=dataclasses.replace(model.config.gemma4, kv_shared_layers=4))
+    assert ModelConfig.from_dict(json.loads(json.dumps(model.config.to_dict()))) == model.config  # a config saved
 
 
 def test_the_formula_minitfm_and_transformers_count_it_alike(pair):
