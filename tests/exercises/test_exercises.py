@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 import minitfm as m
 from minitfm import exercises as ex
+from test_exercises_architectures import CASES as ARCHITECTURES_CASES
 from test_exercises_bpe import CASES as BPE_CASES
 from test_exercises_evaluation import CASES as EVALUATION_CASES
 from test_exercises_finetuning import CASES as FINETUNING_CASES
@@ -486,6 +487,7 @@ CASES.update(BPE_CASES)  # chapter 7c's checkers, whose cases live beside their 
 CASES.update(PRETRAINED_CASES)  # chapters 13 and 13b's checkers, likewise
 CASES.update(EVALUATION_CASES)  # chapter 14's checkers, likewise
 CASES.update(FINETUNING_CASES)  # chapter 15's checkers, likewise
+CASES.update(ARCHITECTURES_CASES)  # chapter 13c's checkers, likewise
 
 
 def test_every_checker_is_in_the_table_with_three_wrong_implementations():
