@@ -33,8 +33,9 @@ For each thread count the contenders run in interleaved rounds (the order revers
 ``--steps`` steps per contender after a warm-up, so that a change in the machine's load hits all of them alike.
 It prints the median wall time of a step, the median CPU time of the process (less sensitive to other processes
 taking the cores, though not to their use of the caches), and the speed ratio reference time / minitfm time
-(above 1: minitfm is faster). Target (issue 46): minitfm (the fused layout) at least 1.0x the plain GPT on 1 and
-on 2 threads; ``minitfm3`` against ``plain3`` is printed beside it, not a target.
+(above 1: minitfm is faster), also paired by round (the median of the rounds' ratios, which a drift of the load
+between rounds does not move; printed, not the verdict). Target (issue 46): minitfm (the fused layout) at least
+1.0x the plain GPT on 1 and on 2 threads; ``minitfm3`` against ``plain3`` is printed beside it, not a target.
 """
 from __future__ import annotations
 
@@ -198,6 +199,16 @@ def run(threads: int, s: dict, rounds: int, steps: int, warmup: int, nanogpt: Pa
     return {c.name: c for c in contenders}
 
 
+def paired(mine: Contender, ref: Contender, steps: int) -> str:
+    """The median over rounds of ref's time / mine's time in the same round (wall, CPU): each round runs the two
+    within a second of each other, so a change of the machine's load between rounds cancels (not part of the
+    verdict, which the medians above decide)."""
+    def ratio(a, b):
+        rounds = range(len(a) // steps)
+        return statistics.median(sum(b[r * steps:(r + 1) * steps]) / sum(a[r * steps:(r + 1) * steps]) for r in rounds)
+    return f"{ratio(mine.times, ref.times):.3f}x (CPU {ratio(mine.cpu, ref.cpu):.3f}x)"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
@@ -243,7 +254,7 @@ def main(argv=None) -> int:
                 verdicts.append(ok)
             print(f"  {mine} speed / {ref} speed = {ratio:.3f}x  (target >= {TARGET}: "
                   f"{'met' if ok else 'missed'}{'' if (mine, ref) == ('minitfm', 'plain') else ', not the target'}); "
-                  f"in CPU time {cpu[ref] / cpu[mine]:.3f}x")
+                  f"in CPU time {cpu[ref] / cpu[mine]:.3f}x; paired by round {paired(res[mine], res[ref], args.steps)}")
     print(f"\nverdict: target {'met' if all(verdicts) else 'missed'} on "
           f"{sum(verdicts)} of {len(verdicts)} thread counts (minitfm, fused_qkv=True, >= {TARGET}x the plain GPT)")
     return 0

@@ -190,3 +190,14 @@ def test_pretrained_export_refuses_by_name(tmp_path):
         to_hf(fused.state_dict(), fused.config)
     save_pretrained(split_qkv(fused), tmp_path / "split")  # the way out: split, then export
     assert (tmp_path / "split" / "model.safetensors").exists()
+
+
+def test_checkpoint_keeps_the_layout_and_the_live_engine_refuses_it(tmp_path):
+    from minitfm.training.checkpoint import load_checkpoint, save_checkpoint
+    from minitfm.viz.live_asset import check_supported
+    _, fused = pair("gpt2")
+    save_checkpoint(tmp_path / "fused.pt", fused)
+    back = load_checkpoint(tmp_path / "fused.pt")
+    assert back.config.fused_qkv and all(torch.equal(v, fused.state_dict()[k]) for k, v in back.state_dict().items())
+    with pytest.raises(ValueError, match="fused_qkv=True"):
+        check_supported(fused)  # live_model.js reads q_proj, k_proj and v_proj
