@@ -16,7 +16,7 @@ from minitfm.config import ModelConfig
 from minitfm.pretrained.families import DECODER_FAMILIES, _refuse, decoder_config_from_hf, special_ids
 from minitfm.pretrained.deepseek import DEEPSEEK_TYPES, deepseek_config_from_hf, deepseek_config_json
 from minitfm.pretrained.family_json import decoder_config_json
-from minitfm.pretrained.gemma4 import gemma4_config_from_hf, gemma4_config_json
+from minitfm.pretrained.gemma4 import gemma4_config_from_hf, gemma4_config_json, language_config
 from minitfm.pretrained.gpt_oss import gpt_oss_config_from_hf, gpt_oss_config_json
 from minitfm.pretrained.llama4 import llama4_config_from_hf, llama4_config_json
 from minitfm.pretrained.minimax import minimax_config_from_hf, minimax_config_json
@@ -114,7 +114,7 @@ def family_of(hf_config: dict) -> str:
     ValueError for an architecture minitfm does not load."""
     if not isinstance(hf_config, dict):
         raise TypeError(f"hf_config must be the dict of a config.json, got {type(hf_config).__name__}")
-    model_type = hf_config.get("model_type")
+    model_type = language_config(hf_config).get("model_type")  # Gemma 4's multimodal file: its language model
     if model_type in FAMILIES:
         return model_type
     raise ValueError(f"minitfm.pretrained loads the families with model_type 'gpt2', "
@@ -125,7 +125,7 @@ def config_from_hf(hf_config: dict) -> ModelConfig:
     """The :class:`ModelConfig` of a ``config.json`` of any family minitfm loads (dropout off: these are for
     inference); a setting minitfm's models do not have is refused with a ValueError naming it."""
     family = family_of(hf_config)
-    hf = hf_config
+    hf = language_config(hf_config)  # a Gemma 4 multimodal config.json: its text_config
     if family == "gemma4_text":  # Gemma 4 writes its experts' sizes as null when it has none
         hf = {k: v for k, v in hf.items() if v is not None or k not in ("num_experts", "moe_intermediate_size")}
     check_config_fields(hf, "gpt2" if family == "gpt2" else "llama")

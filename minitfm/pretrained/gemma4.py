@@ -4,13 +4,15 @@ with ``gemma4`` (:class:`~minitfm.config.Gemma4Dims`) and written back, and the 
 Gemma 4 keeps Gemma 3's sandwich norms, QK-norm, GeGLU and local/global layers, with weights used as stored (no
 1 + w) and scores not divided by sqrt(Dh); the global layers have their own head width and K/V heads
 (``per_layer_config``, or ``global_head_dim`` and ``num_global_key_value_heads``), with ``attention_k_eq_v`` no
-value projection, and a proportional RoPE (``partial_rotary_factor`` of the pairs turn). ``hidden_size_per_layer_input``
-gives every layer a per-token input of its own (PLE), the last ``num_kv_shared_layers`` layers reuse earlier keys
-and values (``use_double_wide_mlp``: their FFN twice as wide). :class:`Gemma4LM` (:mod:`minitfm._gemma4`) computes
-it; :func:`decoder_class` says which model class a config builds. ``enable_moe_block`` (the 26B A4B) adds
-``num_experts`` experts of width ``moe_intermediate_size`` beside every FFN, ``top_k_experts`` per token. Every other
-setting is refused by name: ``use_bidirectional_attention="all"``, ``attention_bias``, another activation, a per-layer
-vocabulary of another size, other RoPE types.
+value projection, and a proportional RoPE (``partial_rotary_factor`` of the pairs turn).
+``hidden_size_per_layer_input`` gives every layer a per-token input of its own (PLE), the last
+``num_kv_shared_layers`` layers reuse earlier keys and values (``use_double_wide_mlp``: their FFN twice as wide), and
+``enable_moe_block`` (the 26B A4B) adds ``num_experts`` experts of width ``moe_intermediate_size`` beside every FFN,
+``top_k_experts`` per token. :class:`Gemma4LM` (:mod:`minitfm._gemma4`) computes it; :func:`decoder_class` says which
+model class a config builds. A published (multimodal) Gemma 4 checkpoint, ``model_type`` "gemma4", loads as its
+language model (:func:`language_config`, :func:`language_state`). Every other setting is refused by name:
+``use_bidirectional_attention="all"``, ``attention_bias``, another activation, a per-layer vocabulary of another
+size, other RoPE types.
 """
 from __future__ import annotations
 
@@ -31,6 +33,28 @@ _DEFAULTS = dict(num_key_value_heads=4, head_dim=256, hidden_activation="gelu_py
 _ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
          "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}}
 _KINDS = ("sliding_attention", "full_attention")
+
+
+def language_config(hf: dict) -> dict:
+    """A Gemma 4 multimodal ``config.json`` (``model_type`` "gemma4", Gemma4ForConditionalGeneration, as Google
+    publishes every Gemma 4) as its language model's: its ``text_config`` (tied as the whole model is). Another
+    config passes unchanged."""
+    if not isinstance(hf, dict) or hf.get("model_type") != "gemma4":
+        return hf
+    text = hf.get("text_config")
+    _refuse(not isinstance(text, dict), "text_config", text, "a Gemma 4 checkpoint's language model is its text_config")
+    return {**text, "model_type": "gemma4_text", "architectures": [GEMMA4_CLASS],
+            "tie_word_embeddings": hf.get("tie_word_embeddings", text.get("tie_word_embeddings", True))}
+
+
+def language_state(hf: dict, state: dict) -> dict:
+    """A Gemma 4 multimodal checkpoint's tensors as its language model's: ``model.language_model.*`` renamed
+    ``model.*``, the vision and audio towers and their embedders left out. Another checkpoint's pass unchanged."""
+    if not isinstance(hf, dict) or hf.get("model_type") != "gemma4":
+        return state
+    inner = "model.language_model."
+    return {("model." + k[len(inner):]) if k.startswith(inner) else k: v for k, v in state.items()
+            if k.startswith(inner) or not k.startswith("model.")}
 
 
 def decoder_class(config: ModelConfig):

@@ -20,7 +20,7 @@ from minitfm.config import ModelConfig
 from minitfm.layers.positional import RotaryEmbedding
 from minitfm.models import DecoderOnlyLM
 from minitfm.pretrained.conventions import check_family, config_from_hf, config_to_hf, family_of
-from minitfm.pretrained.gemma4 import decoder_class
+from minitfm.pretrained.gemma4 import decoder_class, language_state
 from minitfm.pretrained.files import check_device, check_dtype, checkpoint_folder, read_config, read_state_dict
 from minitfm.pretrained.weights import to_hf, to_minitfm, unfuse_experts
 
@@ -46,7 +46,8 @@ def load(directory: str | os.PathLike, *, dtype: torch.dtype = torch.float32, de
     check_device(device)
     hf_config = read_config(directory)
     config = config_from_hf(hf_config)
-    return _build(config, to_minitfm(read_state_dict(directory), config, family_of(hf_config)), dtype, device)
+    state = language_state(hf_config, read_state_dict(directory))  # Gemma 4's multimodal files: the language model's
+    return _build(config, to_minitfm(state, config, family_of(hf_config)), dtype, device)
 
 
 def from_transformers(hf_model, *, dtype: torch.dtype = torch.float32, device=None) -> DecoderOnlyLM:
@@ -59,7 +60,8 @@ def from_transformers(hf_model, *, dtype: torch.dtype = torch.float32, device=No
                         f"got {type(hf_model).__name__}")
     hf_config = config_dict()
     config, family = config_from_hf(hf_config), family_of(hf_config)
-    state = unfuse_experts({k: v.detach() for k, v in hf_model.state_dict().items()}, family)  # MoE: as in the files
+    state = {k: v.detach() for k, v in language_state(hf_config, hf_model.state_dict()).items()}  # Gemma 4: its LM
+    state = unfuse_experts(state, family)  # MoE: as in the files
     return _build(config, to_minitfm(state, config, family), dtype, device)
 
 

@@ -4,13 +4,15 @@ Three tiny random checkpoints, built by transformers' own Gemma4TextConfig and s
 every option of the small models (per-layer inputs, the last two layers sharing earlier keys and values with a
 double-wide FFN, global layers with heads twice as wide and a proportional RoPE turning half of them, a final
 soft-cap), one with the large models' global layers (values equal to the keys, one K/V head, a plain RoPE, an untied
-head), one with the 26B A4B's experts beside every FFN (top-2 of 4) and its global RoPE's positions divided by 2. Windows are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy tokens with
-the cache, a padded batch, an export that re-imports bit-exact and that transformers loads as Gemma4ForCausalLM.
+head), one with the 26B A4B's experts beside every FFN (top-2 of 4) and its global RoPE's positions divided by 2.
+Windows are 7 keys wide and the sequences longer. Each must give transformers' logits within 1e-5, its 50 greedy
+tokens with the cache, a padded batch, an export that re-imports bit-exact and that transformers loads as
+Gemma4ForCausalLM. Google publishes Gemma 4 as a multimodal model (model_type "gemma4"): its language model loads
+from such a file too.
 
 The norms' weights are moved off their initial ones (and the layer scalars and the routers' scales off 1), so a
-weight misread shows; the
-QK-norms' are halved: Gemma 4 does not divide the scores by sqrt(Dh), and with norms near 1 the softmax is sharp
-enough that transformers' own two attention kernels disagree by about 1e-5 on these sizes.
+weight misread shows; the QK-norms' are halved: Gemma 4 does not divide the scores by sqrt(Dh), and with norms near 1
+the softmax is sharp enough that transformers' own two attention kernels disagree by about 1e-5 on these sizes.
 """
 from __future__ import annotations
 
@@ -172,6 +174,27 @@ def test_export_round_trip_is_bit_exact_and_transformers_loads_it(pair, tmp_path
     from_memory = P.from_transformers(hf)
     for key, value in model.state_dict().items():
         assert torch.equal(value, from_memory.state_dict()[key]), key
+
+
+def test_a_multimodal_checkpoint_loads_as_its_language_model(tmp_path):
+    """Google publishes Gemma 4 as Gemma4ForConditionalGeneration (model_type "gemma4"): its text_config and its
+    model.language_model.* tensors are the language model; the vision tower is left out."""
+    text = hf_model("small")
+    config = transformers.Gemma4Config(text_config=text.config.to_dict(), audio_config=None, vision_config=dict(
+        hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        head_dim=8, patch_size=4, position_embedding_size=64), image_token_id=90, boi_token_id=91, eoi_token_id=92,
+        video_token_id=93, boa_token_id=94, audio_token_id=95, eoa_token_index=96)
+    both = transformers.Gemma4ForConditionalGeneration(config).eval()
+    both.model.language_model.load_state_dict(text.model.state_dict())
+    both.save_pretrained(tmp_path)
+    model = P.load(tmp_path)
+    assert P.config_from_hf(P.read_config(tmp_path)) == P.config_from_hf(text.config.to_dict())
+    assert model.config == P.config_from_hf(text.config.to_dict()).resolved()
+    tokens = torch.randint(0, 90, (2, 30), generator=torch.Generator().manual_seed(5))  # text: below the media ids
+    with torch.no_grad():
+        assert (both(input_ids=tokens).logits - model(tokens)).abs().max() <= TOL
+    for key, value in P.from_transformers(both).state_dict().items():
+        assert torch.equal(value, model.state_dict()[key]), key
 
 
 def test_the_lean_step_steps_aside_and_other_families_cannot_hold_it(pair):
