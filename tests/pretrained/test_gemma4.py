@@ -233,25 +233,34 @@ def test_the_formula_minitfm_and_transformers_count_it_alike(pair):
     assert active_params(model.config) == total - unused and (unused > 0) == (name == "moe")
 
 
-# Gemma 4 31B's text config.json (google/gemma-4-31B, text_config: 60 layers of 5376, 32 heads, 16 K/V heads of 256 in
-# the sliding layers, 4 of 512 in every 6th layer whose values are its keys, FFN 21504, window 1024, vocabulary 262144,
-# tied), transcribed from its published sizes; the count its authors state: "31B: 30.7B" parameters, dense (Gemma 4
-# model card, Google DeepMind, April 2026, "Model sizes" table).
+# The published Gemma 4s' language models, their text_config's sizes as code that loads google/gemma-4-31B,
+# google/gemma-4-26B-A4B and google/gemma-4-E2B quotes them (the Hugging Face files themselves were not reachable
+# here), and the counts Google states in the Gemma 4 model card (Google DeepMind, April 2026; its table of model
+# sizes, read as summarised at andysmith.ai/wiki/gemma-4-model-card): "31B: 30.7B" (dense), "26B A4B: 25.2B" total
+# and "3.8B" active, "E2B: 5.1B" with embeddings and "2.3B effective".
+# 31B: 60 layers of 5376, 32 heads, 16 K/V heads of 256 in the sliding layers, 4 of 512 in every 6th layer whose
+# values are its keys, FFN 21504, window 1024, vocabulary 262144, tied.
 GEMMA4_31B = {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], "vocab_size": 262144,
               "hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 60, "num_attention_heads": 32,
               "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512, "num_global_key_value_heads": 4,
               "attention_k_eq_v": True, "hidden_size_per_layer_input": 0, "sliding_window": 1024,
               "max_position_embeddings": 262144, "final_logit_softcapping": 30.0, "tie_word_embeddings": True,
               "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(60)]}
-
-
-# Gemma 4 26B A4B's (google/gemma-4-26B-A4B, text_config): 30 layers of 2816, 16 heads, 8 K/V heads of 256, 2 of 512
-# in every 6th layer (values = keys), FFN 2112 beside 128 experts of 704, top-8, window 1024, tied; stated: "26B A4B:
-# 25.2B" total, "3.8B" active (the same model card table).
+# 26B A4B: 30 layers of 2816, 16 heads, 8 K/V heads of 256, 2 of 512 in every 6th layer (values = keys), FFN 2112
+# beside 128 experts of 704, top-8.
 GEMMA4_26B_A4B = {**GEMMA4_31B, "hidden_size": 2816, "intermediate_size": 2112, "num_hidden_layers": 30,
                   "num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2,
                   "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
                   "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(30)]}
+# E2B: 35 layers of 1536, 8 heads, 1 K/V head of 256 (512 in every 5th layer), FFN 6144 (twice as wide in the last 20
+# layers, which share the keys and values of layers 13 and 14), per-layer inputs of 256, window 512. Google's 5.1B
+# and 2.3B count its vision and audio encoders too, which a language model lacks: only transformers' count is checked.
+GEMMA4_E2B = {**GEMMA4_31B, "hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 35,
+              "num_attention_heads": 8, "num_key_value_heads": 1, "num_global_key_value_heads": None,
+              "attention_k_eq_v": False, "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144,
+              "num_kv_shared_layers": 20, "use_double_wide_mlp": True, "sliding_window": 512,
+              "max_position_embeddings": 131072,
+              "layer_types": ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(35)]}
 
 
 @pytest.mark.parametrize("hf, stated", [(GEMMA4_31B, (30.7e9, 30.7e9)), (GEMMA4_26B_A4B, (25.2e9, 3.8e9))])
@@ -262,6 +271,13 @@ def test_the_published_gemma4s_are_counted_as_transformers_builds_them_and_as_go
     total, active = estimate_params(config)["total"], active_params(config)
     assert total == sum(p.numel() for p in model.parameters())
     assert abs(total / stated[0] - 1) < 0.03 and abs(active / stated[1] - 1) < 0.03
+
+
+def test_gemma4_e2b_is_counted_as_transformers_builds_it():
+    config = P.config_from_hf(GEMMA4_E2B)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**GEMMA4_E2B))
+    assert estimate_params(config)["total"] == active_params(config) == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("change, name", [
