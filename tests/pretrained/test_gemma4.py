@@ -253,8 +253,10 @@ GEMMA4_26B_A4B = {**GEMMA4_31B, "hidden_size": 2816, "intermediate_size": 2112, 
                   "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
                   "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(30)]}
 # E2B: 35 layers of 1536, 8 heads, 1 K/V head of 256 (512 in every 5th layer), FFN 6144 (twice as wide in the last 20
-# layers, which share the keys and values of layers 13 and 14), per-layer inputs of 256, window 512. Google's 5.1B
-# and 2.3B count its vision and audio encoders too, which a language model lacks: only transformers' count is checked.
+# layers, which share the keys and values of layers 13 and 14), per-layer inputs of 256, window 512. Its language
+# model holds 4.63B; Google's 5.1B counts the vision and audio encoders too, and the summary read here does not say
+# what its "2.3B effective" leaves out (this model less its per-layer table holds 2.28B): only transformers' count
+# is checked.
 GEMMA4_E2B = {**GEMMA4_31B, "hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 35,
               "num_attention_heads": 8, "num_key_value_heads": 1, "num_global_key_value_heads": None,
               "attention_k_eq_v": False, "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144,
