@@ -149,7 +149,7 @@ class ModelConfig:
             raise TypeError(f"qkv_bias must be a bool or None, got {type(self.qkv_bias).__name__}")
         if not isinstance(self.fused_qkv, bool):
             raise TypeError(f"fused_qkv must be a bool, got {type(self.fused_qkv).__name__}")
-        if self.fused_qkv and (self.mla is not None or getattr(self, "gemma4", None) is not None):
+        if self.fused_qkv and (self.mla is not None or self.gemma4 is not None):
             raise ValueError("fused_qkv stacks MultiHeadAttention's q_proj, k_proj and v_proj into one qkv_proj; mla "
                              "(latent attention) and gemma4 build their own projections: leave fused_qkv=False")
         for name in ("attn_scale", "attn_softcap", "final_softcap", "rope_local_base"):

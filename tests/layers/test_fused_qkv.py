@@ -44,10 +44,12 @@ def test_option_is_checked():
         ModelConfig(fused_qkv="yes")
     with pytest.raises(TypeError, match="fused_qkv must be a bool, got int"):
         MultiHeadAttention(16, 2, fused_qkv=1)
-    from minitfm.config import LatentDims
+    from minitfm.config import Gemma4Dims, LatentDims
     with pytest.raises(ValueError, match="fused_qkv.*mla"):
         ModelConfig(d_model=32, n_heads=4, fused_qkv=True, pos="rope", norm="rms",
                     mla=LatentDims(kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8))
+    with pytest.raises(ValueError, match="fused_qkv.*gemma4"):  # Gemma 4's attention reads q_proj, k_proj, v_proj
+        ModelConfig(fused_qkv=True, gemma4=Gemma4Dims(global_head_dim=16))
 
 
 def test_default_layout_unchanged():
