@@ -237,8 +237,9 @@ from minitfm.finetuning import (ChatTemplate, DecoderClassifier, add_lora, colla
 from minitfm.finetuning.answering import sampled_replies  # noqa: E402
 from minitfm.finetuning import tasks as T  # noqa: E402
 from minitfm.generation import beam_search  # noqa: E402
-from minitfm.lm import base_lm  # noqa: E402
-from minitfm.lm.base_lm import base_lm_config, byte_tokenizer  # noqa: E402
+from minitfm.lm import prose  # noqa: E402
+from minitfm.lm.base_lm import base_lm_config  # noqa: E402
+from minitfm.lm.prose import byte_tokenizer  # noqa: E402
 from minitfm.training import TrainConfig  # noqa: E402
 
 TOKENIZER = byte_tokenizer()
@@ -319,9 +320,9 @@ SCORERS = {
     "continuation_log_probs": lambda lm: E.continuation_log_probs(lm, TOKENIZER, "The cat", " sat"),
     "score_choices": lambda lm: E.score_choices(lm, TOKENIZER, "2 + 2 =", ["4", "5"]),
     "score_lettered": lambda lm: E.score_lettered(lm, TOKENIZER, "2 + 2 =", ["4", "5"]),
-    "text_nats": lambda lm: base_lm.text_nats(lm, ["Attention.", "A key and a value."]),
-    "bits_per_byte_of": lambda lm: base_lm.bits_per_byte_of(lm, ["Attention.", "A key and a value."]),
-    "heldout_bits_per_byte": lambda lm: base_lm.heldout_bits_per_byte(lm, 2),
+    "text_nats": lambda lm: prose.text_nats(lm, ["Attention.", "A key and a value."]),
+    "bits_per_byte_of": lambda lm: prose.bits_per_byte_of(lm, ["Attention.", "A key and a value."]),
+    "heldout_bits_per_byte": lambda lm: prose.heldout_bits_per_byte(lm, 2),
 }
 
 

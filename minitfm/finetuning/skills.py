@@ -8,9 +8,15 @@ task        question (first template)                   answer      the pretrain
 ==========  ==========================================  ==========  ===========================================
 ``sort``    Sort these digits: 5 2 9                    2 5 9       5 2 9 sorted is 2 5 9.
 ``reverse`` Reverse the letters of cbdaf.               fadbc       cbdaf reversed is fadbc.
-``count``   How many a are in cabab?                    2           The letter a appears in cabab 2 times.
+``count``   How many a are in cabab?                    (below)     The letter a appears in cabab 2 times.
 ``add``     What is 47 + 38?                            85          47 + 38 = 85.
 ==========  ==========================================  ==========  ===========================================
+
+The assistant replies with the answer alone, except for ``count`` (:data:`REPLIES`): there the reply is the
+statement itself, ``The letter a appears in cabab 2 times.``. The base model counts at the end of that sentence,
+where pretraining taught it to; asked to put the bare number right after a question, a tuned model copied the
+statement's skill poorly (chapter 15 measures both). The reply states the question's letter and word again before the
+number, the way a person answering in a full sentence does.
 
 The designs keep a constant reply weak (chapter 15 prints the best constant reply beside every accuracy):
 ``count`` draws its answer uniformly from 0-3 and then builds a string with that many copies of the letter, so
@@ -49,6 +55,7 @@ STATEMENTS = {
     "count": "The letter {letter} appears in {word} {answer} times.",
     "add": "{a} + {b} = {answer}.",
 }
+REPLIES = {"count": STATEMENTS["count"]}  # the tasks whose reply restates the question (the others: the answer)
 ANSWER_SHAPES = {"sort": r"\d( \d){2,4}", "reverse": r"[a-p]{3,6}", "count": r"\d", "add": r"\d{2,3}"}
 
 
@@ -102,13 +109,23 @@ def statement_prefix(task: str, fact: dict) -> tuple[str, str]:
     return prefix, text[len(prefix):]
 
 
+def reply_text(task: str, fact: dict) -> str:
+    """The assistant's reply to a question about ``fact``: the answer, or for the tasks of :data:`REPLIES` the
+    sentence that restates the question with the answer in it."""
+    check_choice(task, "task", SKILLS)
+    return REPLIES[task].format(**fact) if task in REPLIES else fact["answer"]
+
+
 def examples(task: str, split: str, n: int, *, seed: int, templates: str = "train") -> list[Example]:
     """``n`` questions of ``task`` about instances of ``split``; ``templates="train"`` asks each with one of the
-    fine-tuning templates (drawn), ``"heldout"`` with the task's last template."""
+    fine-tuning templates (drawn), ``"heldout"`` with the task's last template. Each example's ``answer`` is the
+    whole reply (:func:`reply_text`), its ``value`` the fact's answer where the two differ."""
     check_choice(templates, "templates", SPLITS)
     rng, last = random.Random(f"{task}/{split}/{templates}/{seed}/templates"), len(TEMPLATES[task]) - 1
     out = []
     for fact in instances(task, split, n, seed=seed):
         t = rng.randrange(last) if templates == "train" else last
-        out.append(Example(task, t, TEMPLATES[task][t].format(**fact), fact["answer"], split))
+        reply = reply_text(task, fact)
+        out.append(Example(task, t, TEMPLATES[task][t].format(**fact), reply, split,
+                           fact["answer"] if reply != fact["answer"] else ""))
     return out

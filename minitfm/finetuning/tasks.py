@@ -86,13 +86,20 @@ ACRONYMS = {  # the book's abbreviations and what they stand for
 @dataclass(frozen=True)
 class Example:
     """One question: its ``task``, the ``template`` index it was asked with, the ``prompt`` text, the expected
-    ``answer``, and the fact's ``split``."""
+    ``answer`` (the whole reply), and the fact's ``split``. ``value`` is the fact's own answer where the reply
+    restates it (``"The letter a appears in cabab 2 times."`` holds ``"2"``), empty where the reply *is* the value."""
 
     task: str
     template: int
     prompt: str
     answer: str
     split: str
+    value: str = ""
+
+    @property
+    def fact_answer(self) -> str:
+        """What a guess that ignores the question must hit: ``value``, or ``answer`` when the reply is the value."""
+        return self.value or self.answer
 
     def chat(self, with_answer: bool = True) -> list[dict]:
         """The conversation: the user's question and, with ``with_answer``, the assistant's reply."""

@@ -3,14 +3,13 @@
 ==========================  ==============================================================================
 ``corpus``                  the grammar language: its vocabulary, sentences, parser and validity
 ``small_lm``                the small decoder trained on it, its checkpoint (``assets/``), perplexity, samples
-``base_lm``                 chapter 15's base model: bytes as tokens, pretrained on the book's prose and the
-                            tasks' facts (``benchmarks/train_base_lm.py``), its held-out bits per byte
-``skills_lm``               a base model worth tuning: bytes, pretrained on the prose, four skills and invented
-                            people (``benchmarks/train_skills_lm.py``), and what it recalls of each
-``skills_assistant``        the assistant that answers: skills_lm after supervised fine-tuning on its tasks
-                            (``benchmarks/train_skills_assistant.py``), held-out accuracy, floors and pass@k
-``assistant_lm``            chapter 15's assistant: the base model after the chapter's full fine-tuning
-                            (``benchmarks/train_assistant_lm.py``), its chat template and trained length
+``prose``                   the book's prose for byte-level models: the byte tokenizer, the held-out paragraphs,
+                            bits per byte on them
+``base_lm``                 chapter 15's base model: bytes, pretrained on the prose, four skills and invented
+                            people (``benchmarks/train_base_lm.py``), and what it recalls of each
+``assistant_lm``            chapter 15's assistant: base_lm after supervised fine-tuning on its tasks
+                            (``benchmarks/train_assistant_lm.py``), its chat template, held-out accuracy, floors
+                            and pass@k
 ``topics``                  chapter 15b's classification task: which part of the book a paragraph of its prose
                             comes from (four topics, balanced, a held-out set chosen by a hash)
 ==========================  ==============================================================================

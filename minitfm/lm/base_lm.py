@@ -1,24 +1,28 @@
-"""Chapter 15's base model: a byte-level language model pretrained on the book's prose and on stated facts.
+"""Chapter 15's base model: a byte-level language model pretrained on the book's prose, four skills and invented people.
 
 Glossary: B batch, T bytes per training row, V = 256 bytes + 5 special tokens.
 
-What it read (:func:`base_corpus`, all written by the project): the book's own prose (``assets/book_prose.txt``,
-chapter 7c's corpus), minus one paragraph in ten kept aside (:func:`heldout_prose`, for measuring forgetting),
-and every fact of the five tasks of :mod:`minitfm.finetuning.tasks` written as a plain sentence
-(``"17 + 25 = 42."``, ``"attention in Chinese is 注意力."``), each text after ``<|endoftext|>``. It never saw a chat: the chat tokens are in its
-vocabulary, untrained, until chapter 15 fine-tunes it (as base models ship reserved, untrained special tokens).
+What it reads (:func:`pretraining_texts`, all written by the project), each text after ``<|endoftext|>``:
 
-Bytes, not BPE merges: a letter is a token, so "how many r are in strawberry" is a question about the tokens
-the model sees, and bits per byte is simply the loss per token divided by ln 2.
+- the book's own prose (``assets/book_prose.txt``), minus one paragraph in ten kept aside
+  (:func:`minitfm.lm.prose.heldout_prose`: bits per byte on it measure how well the model writes prose, and
+  how much of that fine-tuning forgets), ``PROSE_PASSES`` times;
+- ``SKILL_STATEMENTS[task]`` fresh statements of each skill of :mod:`minitfm.finetuning.skills`
+  (``"47 + 38 = 85."``): procedures it must learn to carry out;
+- ``BIOGRAPHIES`` biographies of each invented person of :mod:`minitfm.finetuning.people`: facts it must
+  remember, in one phrasing or in many.
+
+The texts are shuffled into one byte stream, cut into rows of ``ROW_LEN + 1`` bytes, and read once, in a seeded
+order (:func:`pretraining_batches`): every step sees new text. It never reads a chat: the chat tokens are in its
+vocabulary but never in its input, so their embedding rows learn only through the tied output head, which pushes
+them toward improbability, until chapter 15 fine-tunes it.
 
 The shipped weights (``assets/base_lm.pt``) are made by ``python benchmarks/train_base_lm.py --save``, which
-also stores the held-out bits per byte it reached; ``--check`` trains again and compares (:func:`train_base_lm`).
+stores beside them what the model reached; ``--check`` trains again and compares.
 """
 from __future__ import annotations
 
-import math
 import random
-import zlib
 from pathlib import Path
 
 import torch
@@ -26,162 +30,95 @@ import torch
 from minitfm._checks import check_number, check_positive_int
 from minitfm.config import ModelConfig
 from minitfm.data import Batch
-from minitfm.finetuning.chat import CHAT_SPECIAL_TOKENS
-from minitfm.finetuning.tasks import TASKS, statements
+from minitfm.finetuning import people as P, skills as S
 from minitfm.lm._shipped import load_shipped_model
+from minitfm.finetuning.answering import completions
+from minitfm.lm.prose import SPECIAL_TOKENS, byte_tokenizer, corpus_ids, is_heldout, prose_paragraphs
 from minitfm.models import DecoderOnlyLM
-from minitfm.text.bpe_tokenizer import Tokenizer
-from minitfm.training import History, TrainConfig, train
+from minitfm.training import History, TrainConfig, lm_train_config, train
 
-ENDOFTEXT = "<|endoftext|>"
-SPECIAL_TOKENS = (ENDOFTEXT,) + CHAT_SPECIAL_TOKENS  # ids 256, 257, ... in this order
-PROSE = Path(__file__).parent / "assets" / "book_prose.txt"
 CHECKPOINT = Path(__file__).parent / "assets" / "base_lm.pt"
 ROW_LEN = 128  # bytes per training row
-HELDOUT_EVERY = 10  # one paragraph in ten (by a hash of its text) is never trained on
-FACT_REPEATS = 4  # each task statement appears this many times per pass over the corpus, each paragraph once
-
-
-def byte_tokenizer() -> Tokenizer:
-    """Bytes as tokens (ids 0-255, no merges) and the special tokens at 256 and up."""
-    vocab = {i: bytes([i]) for i in range(256)}
-    vocab.update({256 + i: token.encode("utf-8") for i, token in enumerate(SPECIAL_TOKENS)})
-    return Tokenizer(vocab, [], SPECIAL_TOKENS)
+PROSE_PASSES = 1
+SKILL_STATEMENTS = {"sort": 15_000, "reverse": 50_000, "count": 80_000, "add": 120_000}
+BIOGRAPHIES = 80  # per person, in both groups
 
 
 def base_lm_config(**overrides) -> ModelConfig:
-    """A small modern decoder (Pre-RMSNorm, RoPE, SwiGLU, no biases), about half a million parameters.
+    """A small modern decoder over bytes (Pre-RMSNorm, RoPE, SwiGLU, no biases), about 1.2 million parameters;
+    ``overrides`` change any field.
 
-    Id 0 (the NUL byte, which no text here holds) pads; ``<|endoftext|>`` begins and ends a text."""
+    Id 0 (the NUL byte, which no text here holds) pads; ``<|endoftext|>`` (256) begins and ends a text."""
     eot = 256
-    base = dict(vocab_size=256 + len(SPECIAL_TOKENS), d_model=96, n_heads=4, n_layers=4, d_ff=256,
+    base = dict(vocab_size=256 + len(SPECIAL_TOKENS), d_model=128, n_heads=4, n_layers=6, d_ff=352,
                 max_seq_len=256, norm="rms", norm_first=True, pos="rope", ffn="swiglu", bias=False,
                 scale_embeddings=False, attn_impl="fused", pad_id=0, bos_id=eot, eos_id=eot)
     return ModelConfig(**{**base, **overrides})
 
 
-def base_lm_train_config(**overrides) -> TrainConfig:
-    """Adam with warmup and cosine decay over rows of ``ROW_LEN`` bytes."""
-    base = dict(steps=2000, batch_size=32, lr=3e-3, schedule="cosine", warmup=50, label_smoothing=0.0, seed=0)
-    return TrainConfig(**{**base, **overrides})
+def base_lm_train_config(steps: int, **overrides) -> TrainConfig:
+    """The language models' recipe (:func:`minitfm.training.lm_train_config`: AdamW, decoupled decay 0.1 on the
+    linear layers' matrices, betas (0.9, 0.95), warmup + cosine to a tenth) at a peak of 2e-3, 32 rows a step."""
+    return lm_train_config(**{**dict(steps=steps, batch_size=32, lr=2e-3, warmup=100, seed=0), **overrides})
 
 
-def prose_paragraphs() -> list[tuple[str, str]]:
-    """(source notebook, paragraph) for every paragraph of the book's prose corpus."""
-    out, source = [], None
-    for line in PROSE.read_text(encoding="utf-8").splitlines():
-        if line.startswith("<|source|> "):
-            source = line.removeprefix("<|source|> ").strip()
-        elif line.strip():
-            out.append((source, line))
-    return out
-
-
-def is_heldout(paragraph: str) -> bool:
-    """Whether a paragraph is kept out of pretraining (the same answer on every machine)."""
-    return zlib.crc32(paragraph.encode("utf-8")) % HELDOUT_EVERY == 0
-
-
-def heldout_prose() -> list[tuple[str, str]]:
-    """(source, paragraph) pairs the base model never trained on."""
-    return [(s, p) for s, p in prose_paragraphs() if is_heldout(p)]
-
-
-def base_corpus(seed: int = 0) -> list[str]:
-    """The pretraining texts: the training paragraphs once and every task statement ``FACT_REPEATS`` times,
-    shuffled (a fact read a handful of times is not remembered by a model this small)."""
+def pretraining_texts(seed: int = 0, *, scale: float = 1.0) -> list[str]:
+    """Every text of the pretraining run, shuffled; ``scale`` keeps that share of each part (``--smoke`` runs
+    read a sliver)."""
     check_number(seed, "seed", integer=True)
-    units = [p for _, p in prose_paragraphs() if not is_heldout(p)]
-    units += [s for task in TASKS for s in statements(task)] * FACT_REPEATS
-    random.Random(seed).shuffle(units)
-    return units
+    check_number(scale, "scale", low=0.0, low_open=True, high=1.0)
+    rng = random.Random(f"pretraining/{seed}")
+    prose = [p for _, p in prose_paragraphs() if not is_heldout(p)]
+    texts = prose[:max(1, round(len(prose) * scale))] * PROSE_PASSES
+    for task, n in SKILL_STATEMENTS.items():
+        texts += [S.statement(task, S.draw(task, rng)) for _ in range(max(1, round(n * scale)))]
+    texts += P.biographies(max(1, round(BIOGRAPHIES * scale)), seed=seed)
+    rng.shuffle(texts)
+    return texts
 
 
-def corpus_ids(texts: list[str]) -> torch.Tensor:
-    """One stream of ids: each text as its UTF-8 bytes after ``<|endoftext|>`` (id 256), as GPT-2 was trained."""
-    eot = byte_tokenizer().special_ids[ENDOFTEXT]
-    stream = bytearray()
-    for text in texts:
-        stream += b"\x00" + text.encode("utf-8")  # 0 marks the separator, replaced below (no text holds NUL)
-    ids = torch.tensor(list(stream), dtype=torch.long)
-    ids[ids == 0] = eot
-    return ids
-
-
-def corpus_batches(corpus_ids: torch.Tensor, batch_size: int, *, seed: int, row_len: int = ROW_LEN):
-    """Endless batches of ``batch_size`` rows cut at seeded random offsets of the byte stream (B, T)."""
+def pretraining_batches(ids: torch.Tensor, batch_size: int, *, seed: int, row_len: int = ROW_LEN):
+    """The byte stream ``ids`` cut into rows of ``row_len + 1`` and read once in a seeded order: (B, T) batches,
+    ``len(ids) // (row_len + 1) // batch_size`` of them (the rest of the last batch is dropped)."""
     check_positive_int(batch_size, "batch_size")
     check_positive_int(row_len, "row_len")
-    if corpus_ids.ndim != 1 or corpus_ids.numel() <= row_len + 1:
-        raise ValueError(f"corpus_ids must be 1-D and longer than row_len + 1 = {row_len + 1}, got "
-                         f"{tuple(corpus_ids.shape)}")
-    generator = torch.Generator().manual_seed(seed)
-    while True:
-        starts = torch.randint(0, corpus_ids.numel() - row_len - 1, (batch_size,), generator=generator)
-        rows = torch.stack([corpus_ids[s:s + row_len + 1] for s in starts.tolist()])  # (B, T + 1)
-        yield Batch(None, rows[:, :-1], rows[:, 1:], -100)
+    rows = ids[: ids.numel() // (row_len + 1) * (row_len + 1)].view(-1, row_len + 1)  # (N, T + 1)
+    order = torch.randperm(rows.shape[0], generator=torch.Generator().manual_seed(seed))
+    for i in range(rows.shape[0] // batch_size):
+        chunk = rows[order[i * batch_size:(i + 1) * batch_size]]  # (B, T + 1)
+        yield Batch(None, chunk[:, :-1], chunk[:, 1:], -100)
 
 
-def train_base_lm(*, seed: int = 0, progress: bool = False, callbacks=(),
-                  **train_overrides) -> tuple[DecoderOnlyLM, History]:
-    """Build and pretrain the base model from scratch (minutes of CPU); returns it in eval mode. ``callbacks``
-    go to :func:`minitfm.training.train`; ``train_overrides`` change :func:`base_lm_train_config`."""
-    check_number(seed, "seed", integer=True)
-    config = base_lm_train_config(**{**train_overrides, "seed": seed})
-    ids = corpus_ids(base_corpus(seed))
+def train_base_lm(*, seed: int = 0, scale: float = 1.0, progress: bool = False, callbacks=(),
+                    config: ModelConfig | None = None, **train_overrides) -> tuple[DecoderOnlyLM, History]:
+    """Build and pretrain the model from scratch (minutes of CPU); returns it in eval mode and its history."""
+    ids = corpus_ids(pretraining_texts(seed, scale=scale))
+    batch_size = train_overrides.get("batch_size", 32)
+    steps = ids.numel() // (ROW_LEN + 1) // batch_size
+    train_config = base_lm_train_config(steps, **{"seed": seed, **train_overrides})
     torch.manual_seed(seed)
-    model = DecoderOnlyLM(base_lm_config())
-    history = train(model, corpus_batches(ids, config.batch_size, seed=seed), config, progress=progress,
+    model = DecoderOnlyLM(config or base_lm_config())
+    history = train(model, pretraining_batches(ids, batch_size, seed=seed), train_config, progress=progress,
                     callbacks=callbacks)
     return model.eval(), history
 
 
-def text_nats(model: DecoderOnlyLM, texts: list[str], batch_size: int = 64) -> list[float]:
-    """-ln p(text) of each text, read after ``<|endoftext|>`` (batched, right-padded: a real token never sees the
-    padding after it). A text longer than the context (``max_seq_len - 1`` bytes) is refused."""
-    if isinstance(texts, str) or not texts or not all(isinstance(t, str) and t for t in texts):
-        raise TypeError("texts must be a non-empty list of non-empty str")
-    rows = [[model.config.bos_id] + list(t.encode("utf-8")) for t in texts]
-    longest = max(map(len, rows))
-    if longest > model.config.max_seq_len:
-        raise ValueError(f"a text has {longest - 1} bytes; the model reads at most {model.config.max_seq_len - 1}")
-    nats, device = [], next(model.parameters()).device
-    with torch.no_grad():
-        for i in range(0, len(rows), batch_size):
-            chunk = rows[i:i + batch_size]
-            ids = torch.full((len(chunk), max(map(len, chunk))), -100, dtype=torch.long)  # (B, T)
-            for r, row in enumerate(chunk):
-                ids[r, :len(row)] = torch.tensor(row)
-            ids = ids.to(device)  # built on the CPU, moved once to where the weights are
-            targets = ids[:, 1:]  # (B, T - 1): -100 after each row's end
-            logits = model(ids[:, :-1].clamp(min=0)).double()  # (B, T - 1, V)
-            losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100,
-                                                       reduction="none")  # (B, T - 1), 0 where ignored
-            nats += losses.sum(dim=1).tolist()
-    return nats
+def skill_recall(model: DecoderOnlyLM, task: str, n: int = 200, *, seed: int = 7) -> list[bool]:
+    """For ``n`` held-out instances of ``task``, whether the model completes the statement cut before its answer
+    (``"47 + 38 = "``) with the rest, greedily: whether it carries out the skill in the form it read."""
+    pieces = [S.statement_prefix(task, f) for f in S.instances(task, "heldout", n, seed=seed)]
+    longest = max(len(rest.encode("utf-8")) for _, rest in pieces)
+    texts = completions(model, byte_tokenizer(), [p for p, _ in pieces], longest, bos_id=model.config.bos_id)
+    return [text.startswith(rest) for text, (_, rest) in zip(texts, pieces)]
 
 
-def bits_per_byte_of(model: DecoderOnlyLM, texts: list[str], batch_size: int = 64) -> float:
-    """Bits per byte of ``texts`` pooled over all their bytes, each read after ``<|endoftext|>``: the same figure as
-    :func:`minitfm.evaluation.model_bits_per_byte` over the texts, batched (a test checks it)."""
-    nats = text_nats(model, texts, batch_size)
-    return sum(nats) / (math.log(2) * sum(len(t.encode("utf-8")) for t in texts))
-
-
-def cut_to_bytes(text: str, n_bytes: int) -> str:
-    """The longest start of ``text`` whose UTF-8 form has at most ``n_bytes`` bytes, cut between characters
-    (a cut by characters would let "注意力" keep 3 bytes per character, past the model's context)."""
-    return text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")  # drops a cut character's head
-
-
-def heldout_bits_per_byte(model: DecoderOnlyLM, n_paragraphs: int | None = None) -> float:
-    """Bits per byte of the held-out prose paragraphs (each cut to the context, ``max_seq_len - 1`` bytes after
-    ``<|endoftext|>``): how well the model still writes the book's prose, the measure of forgetting."""
-    paragraphs = [cut_to_bytes(p, model.config.max_seq_len - 1) for _, p in heldout_prose()]
-    if n_paragraphs is not None:
-        check_positive_int(n_paragraphs, "n_paragraphs")
-        paragraphs = paragraphs[:n_paragraphs]
-    return bits_per_byte_of(model, paragraphs)
+def people_recall(model: DecoderOnlyLM, persons: list[dict]) -> list[bool]:
+    """For every person and attribute, whether the model completes a statement of it in a phrasing it read
+    (each phrasing of group "many" counts once: the share over phrasings is the person's recall)."""
+    pieces = [(prefix, rest) for p in persons for a in P.ATTRIBUTES for prefix, rest in P.statement_prefixes(p, a)]
+    longest = max(len(rest.encode("utf-8")) for _, rest in pieces)
+    texts = completions(model, byte_tokenizer(), [p for p, _ in pieces], longest, bos_id=model.config.bos_id)
+    return [text.startswith(rest) for text, (_, rest) in zip(texts, pieces)]
 
 
 def load_base_lm(path: str | Path = CHECKPOINT) -> DecoderOnlyLM:

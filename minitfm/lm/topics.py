@@ -2,7 +2,7 @@
 
 Glossary: C classes (the topics), N examples per class.
 
-Each paragraph of the base model's prose corpus (:func:`minitfm.lm.base_lm.prose_paragraphs`) carries the
+Each paragraph of the base model's prose corpus (:func:`minitfm.lm.prose.prose_paragraphs`) carries the
 notebook it comes from. Four topics group the chapters:
 
 ==============  ================================================================
@@ -18,7 +18,7 @@ Paragraphs of other sources (the book's pages, the other chapters) belong to no 
 paragraph is assigned once to ``"train"`` or ``"test"`` by a hash of its text (one in ``TEST_EVERY``, a half), so the
 held-out set is the same on every machine; :func:`topic_examples` takes the same number from each topic
 (balanced classes, so the best constant answer scores ``1 / C``), in an order fixed by the same kind of hash, and
-cuts each paragraph to its first ``n_bytes`` bytes (:func:`~minitfm.lm.base_lm.cut_to_bytes`).
+cuts each paragraph to its first ``n_bytes`` bytes (:func:`~minitfm.lm.prose.cut_to_bytes`).
 
 The base model read most of these paragraphs in pretraining (all but one in ten), never with a label: what it
 learned about them is what a classifier on top of it can use.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from minitfm._checks import check_choice, check_positive_int
-from minitfm.lm.base_lm import cut_to_bytes, prose_paragraphs
+from minitfm.lm.prose import cut_to_bytes, prose_paragraphs
 
 TOPICS = {  # topic -> the notebooks (file stems) whose paragraphs belong to it
     "attention": ("01_attention", "02_masks", "03_multi_head"),
@@ -64,7 +64,7 @@ def topic_of(source: str) -> str | None:
 
 
 def _hash(paragraph: str) -> int:
-    return zlib.crc32(b"topics:" + paragraph.encode("utf-8"))  # a salt: independent of base_lm's held-out hash
+    return zlib.crc32(b"topics:" + paragraph.encode("utf-8"))  # a salt: independent of prose.is_heldout
 
 
 def split_of(paragraph: str) -> str:

@@ -33,7 +33,7 @@ import torch
 
 from minitfm.finetuning.chat import ChatTemplate
 from minitfm.lm import assistant_lm as A, small_lm as S
-from minitfm.lm.base_lm import byte_tokenizer
+from minitfm.lm.prose import byte_tokenizer
 from minitfm.lm.corpus import generate_sentences, make_tokenizer
 # The asset format lives in live_asset; its names are this module's too (one import for a notebook or a test).
 from minitfm.viz.live_asset import (ASSETS, DTYPES, ENGINE_FIELDS, FORMAT, FORMAT_VERSION, SUPPORTED,  # noqa: F401

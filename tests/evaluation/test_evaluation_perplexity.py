@@ -190,7 +190,7 @@ def test_bad_input_is_refused_with_a_clear_message():
 def test_without_bos_the_first_tokens_bytes_are_its_bytes_not_its_texts():
     """Review 2026-12b M1: "注意力机制" in byte tokens starts with byte 0xE6, a third of "注", which decodes to
     U+FFFD (3 bytes). 15 bytes minus the 1 unscored byte leave 14 bytes for the 14 scored tokens."""
-    from minitfm.lm.base_lm import byte_tokenizer
+    from minitfm.lm.prose import byte_tokenizer
 
     tokenizer, text = byte_tokenizer(), "注意力机制"
     torch.manual_seed(0)

@@ -8,7 +8,8 @@ import torch
 import minitfm as m
 from minitfm.finetuning import ChatTemplate, RenderedChat, completions, replies, reply, score, statement_recall, supervised_finetune
 from minitfm.finetuning import tasks as T
-from minitfm.lm.base_lm import base_lm_config, byte_tokenizer
+from minitfm.lm.base_lm import base_lm_config
+from minitfm.lm.prose import byte_tokenizer
 from minitfm.training import TrainConfig
 
 TOKENIZER = byte_tokenizer()

@@ -1,49 +1,57 @@
-"""Chapter 15's shipped assistant: its loader, its template, its record, and what a wrong path says."""
+"""The assistant's recipe and its measures: whole epochs, held-out questions, floors, pass@k on samples."""
 from __future__ import annotations
-
-import json
 
 import pytest
 import torch
 
-from minitfm.finetuning import reply
-from minitfm.finetuning import tasks as T
+from minitfm.finetuning import people as P, skills as S
+from minitfm.finetuning.tasks import Example
 from minitfm.lm import assistant_lm as A
-from minitfm.lm.base_lm import load_base_lm
+from minitfm.lm.base_lm import base_lm_config
 from minitfm.models import DecoderOnlyLM
 
 
-def test_the_assistant_is_the_base_architecture_with_new_weights():
-    assistant, base = A.load_assistant_lm(), load_base_lm()
-    assert isinstance(assistant, DecoderOnlyLM) and not assistant.training
-    assert assistant.config == base.config
-    moved = [k for k, v in assistant.state_dict().items() if not torch.equal(v, base.state_dict()[k])]
-    assert len(moved) == len(base.state_dict())  # full fine-tuning: every tensor changed
+def test_fine_tuning_asks_training_instances_and_tune_people_only():
+    examples = A.sft_examples()
+    assert len(examples) == sum(A.SFT_INSTANCES.values()) + len(P.ATTRIBUTES) * len(P.chosen(split="tune"))
+    assert {e.split for e in examples} == {"train", "tune"}
+    held_names = {p["name"] for p in P.chosen(split="heldout")}
+    assert not any(name in e.prompt for e in examples for name in held_names if e.task.startswith("people/"))
 
 
-def test_the_template_and_the_record():
-    template = A.chat_template()
-    ids = template.prompt_ids([{"role": "user", "content": "Hi"}])[0].tolist()
-    assert ids == [256, template.ids["user"], ord("H"), ord("i"), template.end_id, template.ids["assistant"]]
-    record = json.loads(A.RECORD.read_text(encoding="utf-8"))
-    assert record["recipe"]["steps"] == 60 and record["recipe"]["label_smoothing"] == 0.0
-    # the recorded length is recomputed: the longest rendered conversation of the fine-tuning set
-    longest = max(len(template.render(e.chat())) for task in T.TASKS for e in T.examples(task, "train", 200, seed=0))
-    assert A.trained_length() == record["trained_length"] == longest <= A.load_assistant_lm().config.max_seq_len
-    probe = A.heldout_conversations(2)
-    assert probe.shape[0] == 10 and (probe[:, 0] == 256).all()
+def test_whole_epochs():
+    config = A.sft_config(160)
+    assert config.steps * config.batch_size == 160 * A.SFT_EPOCHS and config.optimizer == "adamw"
 
 
-def test_it_ends_its_reply_where_the_base_model_never_does():
-    question = [{"role": "user", "content": "What is 12 + 7?"}]
-    template = A.chat_template()
-    said = reply(A.load_assistant_lm(), template, question, max_new_tokens=16)
-    assert said and len(said) < 16  # ended by <|end|> within 16 tokens: digits, not run-on text
-    assert len(reply(load_base_lm(), template, question, max_new_tokens=16)) >= 16
+def test_heldout_questions_come_from_the_heldout_side():
+    assert all(e.split == "heldout" for t in A.TASKS for e in A.heldout_examples(t, 20))
+    assert len(A.heldout_examples("people/city", group="one")) == len(P.chosen("one", "heldout"))
+    with pytest.raises(ValueError, match="task"):
+        A.heldout_examples("multiply")
 
 
-def test_a_wrong_path_says_how_to_make_the_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="train_assistant_lm.py --save"):
-        A.load_assistant_lm(tmp_path / "missing.pt")
-    with pytest.raises(TypeError, match="path must be a str or a pathlib.Path"):
-        A.load_assistant_lm(3)
+def test_best_constant_is_the_most_common_answer():
+    examples = [Example("count", 0, "q", a, "heldout") for a in "1121"]
+    assert A.best_constant(examples) == ("1", 0.75)
+
+
+def test_accuracy_and_pass_at_k_on_a_model_that_never_ends_its_turn():
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(base_lm_config(d_model=32, n_layers=1, d_ff=64, n_heads=2)).eval()
+    examples = A.heldout_examples("sort", 3)
+    result = A.accuracy(model, examples)
+    assert result["accuracy"] == 0 and result["n"] == 3 and 0 <= result["interval"][0] <= result["interval"][1]
+    sampled = A.pass_at(model, examples, n=4, ks=(1, 2))
+    assert sampled["pass@1"] == sampled["pass@2"] == 0 and sampled["distinct_answers"] > 1  # random bytes vary
+
+
+def test_count_replies_restate_the_question_and_its_floor_counts_the_number_inside():
+    fact, asked = S.instances("count", "train", 1, seed=0)[0], S.examples("count", "train", 1, seed=0)[0]
+    assert asked.answer == S.statement("count", fact) == S.reply_text("count", fact)
+    assert asked.value == asked.fact_answer == fact["answer"] and asked.answer.endswith(f" {fact['answer']} times.")
+    plain = S.examples("add", "train", 1, seed=0)[0]
+    assert plain.value == "" and plain.fact_answer == plain.answer  # the other skills reply with the answer alone
+    restated = [Example("count", 0, "q", f"The letter a appears in {w} {a} times.", "heldout", a)
+                for w, a in zip(["ab", "ba", "aab", "cd"], "1120")]
+    assert A.best_constant(restated) == ("1", 0.5)  # every reply differs; the number inside is what a guess hits

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from minitfm.lm import topics as P
-from minitfm.lm.base_lm import prose_paragraphs
+from minitfm.lm.prose import prose_paragraphs
 
 
 def test_a_source_belongs_to_the_topic_of_its_chapter_or_to_none():

@@ -10,7 +10,8 @@ import torch
 import minitfm as m
 from minitfm.evaluation.perplexity import next_token_log_probs
 from minitfm.finetuning import ChatTemplate, RenderedChat
-from minitfm.lm.base_lm import base_lm_config, byte_tokenizer
+from minitfm.lm.base_lm import base_lm_config
+from minitfm.lm.prose import byte_tokenizer
 from minitfm.preferences.dpo import dpo_batch_loss, dpo_loss, preference_pair, response_log_probs, sequence_log_probs
 
 TEMPLATE = ChatTemplate(byte_tokenizer(), bos_id=256)

@@ -9,7 +9,8 @@ import torch
 import minitfm as m
 from minitfm.finetuning import ChatTemplate
 from minitfm.finetuning.answering import sampled_replies
-from minitfm.lm.base_lm import base_lm_config, byte_tokenizer
+from minitfm.lm.base_lm import base_lm_config
+from minitfm.lm.prose import byte_tokenizer
 from minitfm.preferences.grpo import (LOSS_TYPES, completion_log_probs, group_advantages, grpo_loss, k3_kl,
                                       sample_groups)
 

@@ -41,7 +41,7 @@ import torch
 from minitfm.generation import generate
 from minitfm.generation.sampling import Temperature, TopK, TopP, apply_processors
 from minitfm.lm import assistant_lm as A
-from minitfm.lm.base_lm import byte_tokenizer
+from minitfm.lm.prose import byte_tokenizer
 from minitfm.lm.corpus import generate_sentences, make_tokenizer
 from minitfm.lm.small_lm import load_small_lm
 from minitfm.viz import live_model as lm
