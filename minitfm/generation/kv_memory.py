@@ -34,7 +34,8 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
     """The KV cache of a decoder-only :class:`~minitfm.config.ModelConfig` after ``seq_len`` tokens: a layer with a
     sliding window of W (``config.layer_window``: Mistral, Gemma 2/3) must keep only min(T, W) positions, the others
     all T; a latent attention layer (``config.mla``, DeepSeek-V2/V3) keeps R + Dr numbers per token for all its heads,
-    a Gated DeltaNet layer (``config.linear_layers``) a state of fixed size.
+    a Gated DeltaNet layer (``config.linear_layers``) a state of fixed size; Gemma 4 counts its own layers
+    (:func:`minitfm._gemma4.gemma4_cache_bytes`).
     Equal to :func:`kv_cache_bytes` for a model without windows or latents. (minitfm's bounded
     :class:`~minitfm.layers.kv_cache.SlidingKVCache` allocates min(max_seq_len, 2 W) positions: up to 2 W it is the
     plain buffer, beyond it a ring that writes each position twice, into 2 W slots, to keep the window one
@@ -44,6 +45,9 @@ def config_cache_bytes(config: ModelConfig, seq_len: int, *, batch_size: int = 1
     check_positive_int(seq_len, "seq_len")
     check_positive_int(batch_size, "batch_size")
     c = config.resolved()
+    if c.gemma4 is not None:  # Gemma 4: global layers of their own width, layers that share another's keys and values
+        from minitfm._gemma4 import gemma4_cache_bytes
+        return gemma4_cache_bytes(c, seq_len, batch_size, dtype)
     if c.mla is not None:  # latent attention: R + Dr numbers per token and layer, shared by every head
         return c.n_layers * seq_len * batch_size * mla_cache_bytes_per_token(c.mla.kv_lora_rank,
                                                                                c.mla.qk_rope_head_dim, dtype)

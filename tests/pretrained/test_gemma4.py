@@ -151,6 +151,8 @@ def test_the_cache_bytes_are_those_the_caches_hold(pair):
                    for i, cache in enumerate(model.new_caches(2, t)) if not shares_kv(c, i))
 
     assert gemma4_cache_bytes(c, 7, 2) == held(7) and gemma4_cache_bytes(c, 30, 2) == held(30)
+    # the book's one entry point for a config's cache counts the same (it counted every layer at one width)
+    assert minitfm.generation.kv_memory.config_cache_bytes(c, 30, batch_size=2) == held(30)
     assert gemma4_cache_bytes(c, 30, 2) < kv_cache_bytes(c.n_layers, c.n_kv_heads, 30, c.gemma4.global_head_dim,
                                                          batch_size=2)
 
