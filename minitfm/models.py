@@ -86,10 +86,9 @@ class _Transformer(nn.Module):
         check_token_ids(tokens, name)
         if tokens.numel() == 0:
             raise ValueError(f"{name} is empty: got shape {tuple(tokens.shape)}, need (B >= 1, T >= 1)")
-        low, high = int(tokens.min()), int(tokens.max())
+        low, high = map(int, torch.aminmax(tokens))  # one pass over the ids
         if low < 0 or high >= self.config.vocab_size:
-            raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), "
-                             f"got min {low}, max {high}")
+            raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), got min {low}, max {high}")
         if past + tokens.shape[1] > self.config.max_seq_len:
             raise ValueError(f"{name}: {past} cached + {tokens.shape[1]} new tokens exceed "
                              f"max_seq_len={self.config.max_seq_len}")
@@ -197,7 +196,11 @@ class DecoderOnlyLM(_Transformer):
         auto_positions = self.positions_from_mask(key_mask, past, t, b, tokens.device)
         positions = auto_positions if positions is None else positions
         masked = t > 1 or key_mask is not None or attn_mask is not None  # one new token after a cache sees every key
-        mask = causal_mask(t, past + t, device=tokens.device) if masked else None  # (1, T, P + T)
+        # only the causal mask, this module's own (a chapter patches it to leak), and the fused kernel: causal=True
+        fast = (masked and caches is None and key_mask is None and attn_mask is None and _inter is None
+                and self.config.attn_impl == "fused" and causal_mask is _library_causal_mask)
+        skip = fast and set(self.mask_keys) == {None}  # the kernel masks every layer itself: no mask to build
+        mask = causal_mask(t, past + t, device=tokens.device) if masked and not skip else None  # (1, T, P + T)
         if key_mask is not None:
             mask = mask & key_mask[:, None, None, :]  # (1, T, P + T) & (B, 1, 1, P + T) -> (B, 1, T, P + T)
         if attn_mask is not None:
@@ -210,9 +213,6 @@ class DecoderOnlyLM(_Transformer):
             mask = mask & attn_mask  # (.., 1, T, P + T)
         bias = self.alibi(t, past + t)
         masks = self.window_masks(mask, t, past, tokens.device, key_mask)
-        # only the causal mask, this module's own (a chapter patches it to leak), and the fused kernel: causal=True
-        fast = (masked and caches is None and key_mask is None and attn_mask is None and _inter is None
-                and self.config.attn_impl == "fused" and causal_mask is _library_causal_mask)
         ropes = {"global": self.rope, "local": self.local_rope, None: None}
         x, inter = self.embed(tokens, positions), _inter
         if inter is not None:
