@@ -10,8 +10,8 @@ reference code. A function that raises ``NotImplementedError`` (the notebook's s
 "not implemented yet". Set ``MINITFM_CHECK_LOG=path`` to append every verdict to ``path`` as a JSON line
 (an absolute path: a notebook kernel runs in its own folder; ``tools/grade.py`` does this to grade a class).
 """
+from minitfm.exercises._architectures import check_gated_delta_step, check_sink_softmax
 from minitfm.exercises._core import CheckResult
-from minitfm.exercises.architectures import check_gated_delta_step, check_sink_softmax
 from minitfm.exercises.attention import check_attention
 from minitfm.exercises.bpe import check_apply_merge, check_count_pairs, check_encode_by_rank
 from minitfm.exercises.debugging import check_causality_detector, check_first_nonfinite

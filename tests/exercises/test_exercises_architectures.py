@@ -8,7 +8,7 @@ import torch
 from torch.testing import assert_close
 
 from minitfm import exercises as ex
-from minitfm.exercises.architectures import _delta_step, _sink_softmax
+from minitfm.exercises._architectures import _delta_step, _sink_softmax
 from minitfm.layers._attention_variants import sink_attention
 from minitfm.layers.delta_net import gated_delta_recurrent
 
