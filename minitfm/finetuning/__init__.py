@@ -21,7 +21,7 @@
 ``answering``               greedy replies to many questions at once, scored by the tasks' checks; one reply
                             for the chat widget
 ``new_tokens``              new special tokens for a published model's tokenizer, and its embedding grown to
-                            match (the chat tokens for GPT-2)
+                            match (the chat tokens for GPT-2); chosen rows trained in a frozen model
 ==========================  ==============================================================================
 
 Every model here is a :class:`~minitfm.models.DecoderOnlyLM` (the book's, or a published checkpoint loaded with
@@ -37,7 +37,7 @@ from minitfm.finetuning.classification import (DecoderClassifier, classification
                                                collate_classification, set_trainable)
 from minitfm.finetuning.lora import (LoRALinear, adam_state_numbers, add_lora, linear_names, lora_layers,
                                      merge_and_unload, merge_lora, trainable_parameters, unmerge_lora)
-from minitfm.finetuning.new_tokens import resize_token_embeddings, with_special_tokens
+from minitfm.finetuning.new_tokens import resize_token_embeddings, train_token_rows, with_special_tokens
 from minitfm.finetuning.packing import (PackedRows, block_diagonal_mask, pack_conversations, packed_batch,
                                         packed_logits)
 from minitfm.finetuning.answering import completions, replies, reply, score, statement_recall
@@ -52,7 +52,8 @@ __all__ = [
     "PackedRows", "pack_conversations", "block_diagonal_mask", "packed_logits", "packed_batch",
     "DecoderClassifier", "set_trainable", "collate_classification", "classification_batches", "classify",
     "sft_batch", "sft_batches", "supervised_finetune",
-    "with_special_tokens", "resize_token_embeddings", "replies", "reply", "score", "completions", "statement_recall",
+    "with_special_tokens", "resize_token_embeddings", "train_token_rows", "replies", "reply", "score", "completions",
+    "statement_recall",
 ]
 
 

@@ -234,9 +234,11 @@ def require_lora(model) -> dict[str, LoRALinear]:
 
 
 def trainable_parameters(model: nn.Module) -> int:
-    """How many numbers the optimiser updates: parameters with ``requires_grad`` (a tied one counted once)."""
+    """How many numbers the optimiser updates: parameters with ``requires_grad`` (a tied one counted once), of a
+    table opened row by row (:func:`~minitfm.finetuning.train_token_rows`) its open rows only."""
     check_model(model)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return sum(p.numel() if not hasattr(p, "trainable_rows") else p.trainable_rows * p.shape[1]
+               for p in model.parameters() if p.requires_grad)
 
 
 def adam_state_numbers(model: nn.Module) -> int:

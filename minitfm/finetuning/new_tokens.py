@@ -10,6 +10,10 @@ book's base model was born with them; GPT-2 knows only ``<|endoftext|>``. So two
   ids exist (:func:`resize_token_embeddings`). Each new row starts at the mean of the old rows, so the new
   tokens start as an average token, not as noise the model has never seen (Hewitt, 2021, "Initializing new word
   embeddings for pretrained language models"). Fine-tuning then learns what they mean.
+
+A frozen model (LoRA trains its adapters only) cannot learn those rows at all, nor the rows of special tokens a base
+model was born with but never read: :func:`train_token_rows` lets only chosen rows learn (``peft`` calls it
+``trainable_token_indices``).
 """
 from __future__ import annotations
 
@@ -62,4 +66,27 @@ def resize_token_embeddings(model: DecoderOnlyLM, vocab_size: int) -> DecoderOnl
         new_head.weight.data = torch.cat([head, head.mean(0, keepdim=True).expand(vocab_size - old, -1)]).clone()
         model.lm_head = new_head
     model.config = dataclasses.replace(model.config, vocab_size=vocab_size)
+    return model
+
+
+def train_token_rows(model: DecoderOnlyLM, ids: Sequence[int]) -> DecoderOnlyLM:
+    """Let the rows ``ids`` of ``model``'s token embedding (and of its output head: the same rows, tied or not)
+    learn, every other row staying frozen; in place, returned. Call it after :func:`~minitfm.finetuning.add_lora`,
+    which freezes everything.
+
+    The whole table requires gradients and a hook zeroes its gradient outside those rows, so Adam leaves the other
+    rows exactly where they were: a zero gradient gives a zero step. Weight decay would not respect the hook: the
+    optimiser must not decay these tables (the book's AdamW never decays an embedding or a tied head; plain Adam's
+    L2 with ``weight_decay`` > 0 would). :func:`~minitfm.finetuning.trainable_parameters` counts the rows only."""
+    check_decoder(model)
+    vocab = model.config.vocab_size
+    if isinstance(ids, (str, int)) or not ids or not all(type(i) is int and 0 <= i < vocab for i in ids):
+        raise ValueError(f"ids must be a non-empty list of token ids in [0, {vocab}), got {ids!r:.80}")
+    rows = sorted(set(ids))
+    for weight in dict.fromkeys([model.tok_emb.weight, model.lm_head.weight]):  # once when tied
+        keep = torch.zeros(vocab, 1, dtype=weight.dtype, device=weight.device)
+        keep[rows] = 1.0
+        weight.requires_grad_(True)
+        weight.register_hook(lambda grad, keep=keep: grad * keep)
+        weight.trainable_rows = len(rows)  # read by trainable_parameters
     return model

@@ -140,3 +140,34 @@ def test_replace_carries_every_argument_of_the_tokenizer():
         assert (new.split_pattern, new.normalization, new.ignore_merges) == (old.split_pattern, "NFC", True), name
     with pytest.raises(TypeError, match=r"replace\(\) takes Tokenizer's arguments .* got \['pattern'\]"):
         old.replace(pattern="x")
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_train_token_rows_moves_those_rows_only_and_counts_them(tied):
+    """LoRA freezes the tied embedding, and with it the row of <|end|> that a base model never read: a LoRA model could
+    not learn to end its reply (chapter 15). Only the chosen rows move; Adam leaves the others bit for bit."""
+    from minitfm.finetuning import train_token_rows, trainable_parameters
+    from minitfm.lm.base_lm import base_lm_config
+    from minitfm.lm.prose import byte_tokenizer
+    from minitfm.models import DecoderOnlyLM
+
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(base_lm_config(d_model=32, n_layers=1, d_ff=64, n_heads=2, tie_embeddings=tied))
+    tok = byte_tokenizer()
+    template = ChatTemplate(tok, bos_id=256)
+    add_lora(model, targets=("q_proj", "v_proj"), r=2, alpha=4, seed=0)
+    lora_only = trainable_parameters(model)
+    end = template.end_id
+    assert train_token_rows(model, [end, end]) is model
+    assert trainable_parameters(model) == lora_only + 32 * (1 if tied else 2)  # one row of D, twice when untied
+    before = {name: w.detach().clone() for name, w in [("emb", model.tok_emb.weight), ("head", model.lm_head.weight)]}
+    chats = [template.render([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])] * 4
+    supervised_finetune(model, chats, TrainConfig(steps=2, batch_size=2, lr=1e-2, label_smoothing=0.0, seed=0),
+                        progress=False)
+    for name, w in [("emb", model.tok_emb.weight), ("head", model.lm_head.weight)]:
+        moved = (w.detach() != before[name]).any(dim=1)
+        assert moved[end] and moved.sum() == 1, name  # the <|end|> row learned; no other row changed
+    with pytest.raises(ValueError, match="token ids"):
+        train_token_rows(model, [10_000])
+    with pytest.raises(ValueError, match="token ids"):
+        train_token_rows(model, [])
