@@ -14,8 +14,9 @@ task        question (first template)                   answer      the pretrain
 
 The assistant replies with the answer alone, except for ``count`` (:data:`REPLIES`): there the reply is the
 statement itself, ``The letter a appears in cabab 2 times.``. The base model counts at the end of that sentence,
-where pretraining taught it to; asked to put the bare number right after a question, a tuned model copied the
-statement's skill poorly (chapter 15 measures both). The reply states the question's letter and word again before the
+where pretraining taught it to. Asked for the bare number right after the question, it did not: tuned on count
+alone (3000 questions, 3 epochs), bare-number replies were right on 34% of held-out questions (39% of the trained
+ones), restated ones on 98% (``benchmarks/README.md``). The reply states the question's letter and word again before the
 number, the way a person answering in a full sentence does.
 
 The designs keep a constant reply weak (chapter 15 prints the best constant reply beside every accuracy):
@@ -75,6 +76,28 @@ def draw(task: str, rng: random.Random) -> dict:
         return dict(letter=letter, word="".join(word), answer=str(n))
     a, b = rng.randint(10, 99), rng.randint(10, 99)
     return dict(a=a, b=b, answer=str(a + b))
+
+
+def answer_of(task: str, fields: dict) -> str:
+    """The answer the task's rule gives for a question's fields (sort and reverse: ``q``; count: ``letter`` and
+    ``word``; add: ``a`` and ``b``): what :func:`draw` stores as ``answer``, computed from the question alone."""
+    check_choice(task, "task", SKILLS)
+    if task == "sort":
+        return " ".join(sorted(fields["q"].split()))
+    if task == "reverse":
+        return fields["q"][::-1]
+    if task == "count":
+        return str(fields["word"].count(fields["letter"]))
+    return str(fields["a"] + fields["b"])
+
+
+def ask(task: str, **fields) -> Example:
+    """One question of ``task`` about the given fields, in its first template, with the reply the rule gives:
+    ``ask("add", a=25, b=17)`` asks "What is 25 + 17?" and expects "42"."""
+    fact = {**fields, "answer": answer_of(task, fields)}
+    reply = reply_text(task, fact)
+    return Example(task, 0, TEMPLATES[task][0].format(**fact), reply, split_of(task, fact),
+                   fact["answer"] if reply != fact["answer"] else "")
 
 
 def split_of(task: str, fact: dict) -> str:

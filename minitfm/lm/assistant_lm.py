@@ -37,9 +37,11 @@ CHECKPOINT = Path(__file__).parent / "assets" / "assistant_lm.pt"
 RECORD = CHECKPOINT.with_suffix(".json")
 TASKS = S.SKILLS + tuple(f"people/{a}" for a in P.ATTRIBUTES)
 INTERMEDIATE = "add"  # the task with room between pass@1 and pass@16 (chapter 16 learns from rewards on it)
-SFT_INSTANCES = {"sort": 3000, "reverse": 3000, "count": 3000, "add": 1000}  # add: fewer, so that it stays
+SFT_INSTANCES = {"sort": 3000, "reverse": 3000, "count": 3000, "add": 2000}  # add: fewer, so that it stays
 SFT_EPOCHS, BATCH, LR, SEED = 2, 16, 1e-3, 0                                  # intermediate (above)
 MAX_NEW_TOKENS = 48  # count's reply restates its question: about 40 bytes
+PAGE_QUESTIONS = (S.ask("add", a=25, b=17), S.ask("sort", q="4 1 3"), S.ask("reverse", q="cbdaf"),
+                  S.ask("count", letter="a", word="cabab"))  # the chat's examples in the page: it answers each right
 
 
 def chat_template() -> ChatTemplate:

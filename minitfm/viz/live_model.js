@@ -89,14 +89,16 @@
   // ------------------------------------------------------------------ the chat (a chat model: header.chat holds its template's ids)
   var CHAT = {
     en: {title: "A live chat in the page: {desc}", ready: "{params} parameters ({dtype} weights, {size}): every reply is computed by your browser, token by token.",
-      how: "Each question is sent alone, in the chat template the model was fine-tuned on, and the reply ends at <|end|> or when the conversation reaches {n} tokens, the longest it was trained on. It knows five kinds of question (sums, counting a letter, sorting digits, the book's acronyms, glossary terms between English and Chinese) and nothing else.",
+      how: "Each question is sent alone, in the chat template the model was fine-tuned on, and the reply ends at <|end|> or when the conversation reaches {n} tokens, the longest it was trained on. It was fine-tuned on the questions its title names and knows nothing else: try an example, then anything you like.",
+      examples: "Examples:",
       question: "Your question", ask: "Ask", clear: "Clear", temperature: "Temperature (0 = greedy)", log: "Conversation",
       you: "You: ", bot: "Assistant: ", ids: "What the model read and wrote: {text}", idsList: "ids: {ids}",
       stopped: " (no <|end|> within {n} tokens: the page stopped it)", timing: "{k} tokens written in {ms} ms.",
       long: "That question takes {k} tokens in the template; the model was fine-tuned on conversations of at most {n}: ask a shorter one.",
       empty: "Type a question first.", cleared: "The conversation is cleared."},
     zh: {title: "\u9875\u9762\u4e2d\u7684\u5b9e\u65f6\u5bf9\u8bdd\uff1a{desc}", ready: "{params} \u4e2a\u53c2\u6570\uff08{dtype} \u6743\u91cd\uff0c{size}\uff09\uff1a\u6bcf\u4e00\u6b21\u56de\u590d\u90fd\u7531\u4f60\u7684\u6d4f\u89c8\u5668\u9010\u4e2a\u8bcd\u5143\u8ba1\u7b97\u3002",
-      how: "\u6bcf\u4e2a\u95ee\u9898\u5355\u72ec\u53d1\u9001\uff0c\u6309\u6a21\u578b\u5fae\u8c03\u65f6\u7684\u5bf9\u8bdd\u6a21\u677f\u6e32\u67d3\uff1b\u56de\u590d\u5728 <|end|> \u5904\u7ed3\u675f\uff0c\u6216\u5728\u5bf9\u8bdd\u8fbe\u5230 {n} \u4e2a\u8bcd\u5143\uff08\u8bad\u7ec3\u65f6\u6700\u957f\u7684\u5bf9\u8bdd\uff09\u65f6\u505c\u6b62\u3002\u5b83\u53ea\u4f1a\u56de\u7b54\u4e94\u7c7b\u95ee\u9898\uff08\u52a0\u6cd5\u3001\u6570\u5b57\u6bcd\u3001\u6392\u5e8f\u6570\u5b57\u3001\u672c\u4e66\u7684\u7f29\u5199\u3001\u672f\u8bed\u7684\u82f1\u6c49\u4e92\u8bd1\uff09\uff0c\u522b\u7684\u90fd\u4e0d\u4f1a\u3002",
+      how: "\u6bcf\u4e2a\u95ee\u9898\u5355\u72ec\u53d1\u9001\uff0c\u6309\u6a21\u578b\u5fae\u8c03\u65f6\u7684\u5bf9\u8bdd\u6a21\u677f\u6e32\u67d3\uff1b\u56de\u590d\u5728 <|end|> \u5904\u7ed3\u675f\uff0c\u6216\u5728\u5bf9\u8bdd\u8fbe\u5230 {n} \u4e2a\u8bcd\u5143\uff08\u8bad\u7ec3\u65f6\u6700\u957f\u7684\u5bf9\u8bdd\uff09\u65f6\u505c\u6b62\u3002\u5b83\u53ea\u5728\u6807\u9898\u91cc\u5217\u51fa\u7684\u90a3\u51e0\u7c7b\u95ee\u9898\u4e0a\u5fae\u8c03\u8fc7\uff0c\u522b\u7684\u90fd\u4e0d\u4f1a\uff1a\u5148\u8bd5\u4e00\u4e2a\u793a\u4f8b\uff0c\u518d\u968f\u4fbf\u95ee\u70b9\u4ec0\u4e48\u3002",
+      examples: "\u793a\u4f8b\uff1a",
       question: "\u4f60\u7684\u95ee\u9898", ask: "\u63d0\u95ee", clear: "\u6e05\u7a7a", temperature: "\u6e29\u5ea6\uff080 = \u8d2a\u5fc3\uff09", log: "\u5bf9\u8bdd",
       you: "\u4f60\uff1a", bot: "\u52a9\u624b\uff1a", ids: "\u6a21\u578b\u8bfb\u5230\u548c\u5199\u51fa\u7684\u5185\u5bb9\uff1a{text}", idsList: "id\uff1a{ids}",
       stopped: "\uff08{n} \u4e2a\u8bcd\u5143\u5185\u6ca1\u6709 <|end|>\uff1a\u9875\u9762\u5728\u6b64\u505c\u6b62\uff09", timing: "\u5199\u51fa {k} \u4e2a\u8bcd\u5143\u7528\u65f6 {ms} \u6beb\u79d2\u3002",
@@ -120,6 +122,13 @@
                              value: root.getAttribute("data-minitfm-prompt") || "", style: "font:inherit;flex:1 1 220px;min-width:0;padding:3px 6px"}, row);
     var askButton = el("button", {type: "button", text: S.ask, "data-minitfm-chat-ask": ""}, row);
     var clearButton = el("button", {type: "button", text: S.clear, "data-minitfm-chat-clear": ""}, row);
+    if ((h.examples || []).length) {  // the asset's example questions: a click asks one
+      var tries = el("div", {role: "group", "aria-label": S.examples, style: "display:flex;flex-wrap:wrap;align-items:center;gap:4px;margin:2px 0 6px;font-size:12px"}, root);
+      el("span", {text: S.examples, style: "color:#57606a"}, tries);
+      h.examples.forEach(function (q) {
+        el("button", {type: "button", text: q, "data-minitfm-chat-example": ""}, tries).addEventListener("click", function () { input.value = q; ask(); input.focus(); });
+      });
+    }
     var settings = el("div", {style: "display:flex;flex-wrap:wrap"}, root), shown = el("span", {style: "min-width:2.4em;font-variant-numeric:tabular-nums"});
     var temp = labelled(settings, S.temperature, range(0, 1.5, 0.1, 0), shown);
     temp.setAttribute("data-minitfm-chat-temperature", "");

@@ -52,6 +52,7 @@ class Shipped:
     description: dict  # {"en": ..., "zh": ...}: what the explorer's title calls the model
     trained_length: int | None = None  # the longest rows it was trained on: the page generates no further
     chat: bool = False  # a chat model: the header holds its template's ids and the page mounts a chat
+    examples: tuple = ()  # a chat model's example questions, offered as buttons (a test checks its replies)
 
 
 SHIPPED = {"small_lm": Shipped(lambda: (S.load_small_lm(), make_tokenizer(), S.CHECKPOINT),  # probe: 16 sentences
@@ -60,8 +61,11 @@ SHIPPED = {"small_lm": Shipped(lambda: (S.load_small_lm(), make_tokenizer(), S.C
                                trained_length=32),
            "assistant_lm": Shipped(lambda: (A.load_assistant_lm(), byte_tokenizer(), A.CHECKPOINT),
                                    lambda tok: A.heldout_conversations(), "float16",  # probe: 20 conversations
-                                   {"en": "chapter 15's assistant", "zh": "第 15 章的助手"},
-                                   trained_length=A.trained_length(), chat=True)}
+                                   {"en": "chapter 15's assistant, fine-tuned to add two two-digit numbers, sort digits, "
+                                          "reverse letters and count a letter",
+                                    "zh": "第 15 章的助手，微调过两位数加法、数字排序、字母倒序和数字母"},
+                                   trained_length=A.trained_length(), chat=True,
+                                   examples=tuple(e.prompt for e in A.PAGE_QUESTIONS))}
 
 
 def _entry(name) -> Shipped:
@@ -77,6 +81,7 @@ def _fresh(name: str) -> tuple[dict, bytes, object, object]:
     header["trained_length"] = entry.trained_length
     header["chat"] = ({**ChatTemplate(tokenizer, bos_id=model.config.bos_id).ids, "bos": model.config.bos_id}
                       if entry.chat else None)  # the chat template's ids: role (and "end", "bos") -> id
+    header["examples"] = list(entry.examples)
     return header, data, model, tokenizer
 
 
@@ -95,7 +100,7 @@ def asset_problems(name: str = "small_lm", folder: Path = ASSETS) -> list[str]:
         return [str(err)]
     fresh, fresh_data, _, _ = _fresh(name)
     problems = [f"{key} differs from the current model's (rewrite: python -m minitfm.viz.live_model write)"
-                for key in ("source", "config", "dtype", "tensors", "tokenizer", "trained_length", "chat")
+                for key in ("source", "config", "dtype", "tensors", "tokenizer", "trained_length", "chat", "examples")
                 if header.get(key) != fresh[key]]
     if data != fresh_data:
         problems.append("the weights differ from the checkpoint's (rewrite: python -m minitfm.viz.live_model write)")

@@ -55,3 +55,18 @@ def test_bad_arguments_are_refused():
         S.instances("add", "test", 3, seed=0)
     with pytest.raises(ValueError, match="templates"):
         S.examples("add", "train", 3, seed=0, templates="new")
+
+
+def test_the_rule_computes_every_drawn_answer_from_the_question_alone():
+    rng = random.Random(0)
+    for task in S.SKILLS:
+        for _ in range(200):
+            fact = S.draw(task, rng)
+            assert S.answer_of(task, fact) == fact["answer"], (task, fact)
+    asked = S.ask("add", a=25, b=17)
+    assert (asked.prompt, asked.answer, asked.value, asked.template) == ("What is 25 + 17?", "42", "", 0)
+    counted = S.ask("count", letter="a", word="cabab")
+    assert counted.answer == "The letter a appears in cabab 2 times." and counted.fact_answer == "2"
+    assert S.ask("sort", q="4 1 3").answer == "1 3 4" and S.ask("reverse", q="cbdaf").answer == "fadbc"
+    with pytest.raises(ValueError, match="task"):
+        S.answer_of("multiply", {"a": 1, "b": 2})

@@ -202,9 +202,10 @@ def test_greedy_tokens_up_to_the_trained_length_equal_pytorch(engine):
 def test_the_chat_prompts_and_replies_equal_python(engine):
     _, scripts, folder = engine
     model = lm.model_from_asset("assistant_lm")
-    long_question = "Sort these digits: " + " ".join("7" * 22)  # the reply stops at the trained length, not <|end|>
+    cap, short = A.trained_length(), "Sort these digits: "
+    long_question = short + "7" * (cap - 2 - len(_prompt(short)))  # the reply stops at the trained length, not <|end|>
     questions = QUESTIONS + EXTRA + [long_question]
-    too_long = {"kind": "chat", "asset": "assistant_lm", "questions": ["x" * 80]}
+    too_long = {"kind": "chat", "asset": "assistant_lm", "questions": ["x" * cap]}
     got, refused = run_engine([{"kind": "chat", "asset": "assistant_lm", "questions": questions}, too_long], scripts,
                               folder)
     for question, g in zip(questions, got):
@@ -213,7 +214,7 @@ def test_the_chat_prompts_and_replies_equal_python(engine):
         assert g["reply"]["ids"] == want and g["reply"]["ended"] == (want[-1] == TEMPLATE.end_id), question
         assert g["reply"]["text"] == TEMPLATE.reply(want)
     assert len(got[-1]["prompt"]) + len(got[-1]["reply"]["ids"]) == A.trained_length() and not got[-1]["reply"]["ended"]
-    assert f"holds 84 tokens; the model reads at most {A.trained_length()}" in refused["error"]
+    assert f"holds {cap + 4} tokens; the model reads at most {cap}" in refused["error"]
 
 
 def test_the_tokenizers_equal_python(engine):
