@@ -49,6 +49,8 @@ def main() -> int:
     parser.add_argument("--methods", default=",".join(GRID), help=f"comma-separated, of {list(GRID)}")
     parser.add_argument("--smoke", action="store_true", help="seconds: one rate per method, 3 steps, 1 seed")
     args = parser.parse_args()
+    if args.smoke:
+        print("--smoke: the smallest setting, to check that the script runs; its figures mean nothing")
     seeds = [0] if args.smoke else [int(s) for s in args.seeds.split(",")]
     steps = 3 if args.smoke else args.steps
     torch.set_num_threads(1)
