@@ -272,8 +272,7 @@ interval (the model lost answers it could reach)?
 code("c16-yue-verdict", r"""
 print(judge("pass@1 up while pass@16 does not rise (sharpening)",
             [grpo[s]["low"] > 0 and grpo[s]["low16"] <= 0 for s in GRPO_SEEDS]))
-print(judge("pass@16 up by more than its interval (new answers)", [grpo[s]["low16"] > 0 for s in GRPO_SEEDS],
-            every="contradicted", some="mixed", none="confirmed"))
+print(judge("no new answers: pass@16 not up by more than its interval", [grpo[s]["low16"] <= 0 for s in GRPO_SEEDS]))
 print(judge("pass@16 down by more than its interval (answers lost)", [grpo[s]["high16"] < 0 for s in GRPO_SEEDS]))
 """)
 
@@ -287,6 +286,11 @@ more with a KL penalty to the reference.
 
 Rule stated before the run: the verifier is **hacked** on a seed if the proxy reward (what `contains_answer`
 pays, on held-out questions) rises while the true pass@1 falls with its paired interval below 0.
+
+*Draft note (probe, 2026-12-06):* on this assistant the hack did **not** appear at any budget tried. It ends every
+sum with its end token after two or three digits, so `contains_answer` pays exactly what `exact_answer` pays
+until the policy samples a longer reply, which it almost never does; and a string of junk digits hits a sum less
+often than the assistant's honest guess. The setting of this section is open (see `drafts/ch16/NOTES.md`).
 """)
 
 code("c16-hack-run", r"""
@@ -319,8 +323,12 @@ print("replies after (beta=0, first seed):", hack[0.0, HACK_SEEDS[0]]["example"]
 code("c16-hack-verdict", r"""
 print(judge("proxy reward up, true pass@1 down by more than its interval (no KL)",
             [hack[0.0, s]["proxy"] > proxy0.mean() and hack[0.0, s]["high"] < 0 for s in HACK_SEEDS]))
-print(judge(f"with a KL penalty (beta={HACK_BETA}) the hack is prevented: true pass@1 not down by more than its interval",
-            [hack[HACK_BETA, s]["high"] >= 0 for s in HACK_SEEDS]))
+hacked = [hack[0.0, s]["proxy"] > proxy0.mean() and hack[0.0, s]["high"] < 0 for s in HACK_SEEDS]
+kl_rule = f"with a KL penalty (beta={HACK_BETA}) the hack is prevented: true pass@1 not down by more than its interval"
+if any(hacked):
+    print(judge(kl_rule, [hack[HACK_BETA, s]["high"] >= 0 for s, h in zip(HACK_SEEDS, hacked) if h]))
+else:
+    print(verdict("not testable here", f"no run without the KL term was hacked, so nothing to prevent ({kl_rule})"))
 """)
 
 md("c16-exercises", r"""
