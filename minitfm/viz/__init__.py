@@ -12,6 +12,7 @@
 ``live_asset``              the live model's asset format: a model's weights and tokenizer as the engine reads them
 ``live_engine.js``          the live model's engine, no DOM (browser and Node): forward pass, tokenizers, sampling
 ``live_model.js``           the live model's page interface: the explorer and the chat around the engine
+``compare_box``             the models side by side in the page: one question, each model's reply from the browser
 ``diagrams``                the book's diagrams: attention, masks, heads, blocks, the KV cache
 ``finetuning_diagrams``     chapter 15's diagrams: the LoRA update, a chat's token spans and its loss mask
 ``drawing``                 the pen behind the diagrams: boxes, arrows, grids, the palette

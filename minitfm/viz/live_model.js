@@ -4,7 +4,11 @@
 //   missing()                         what this browser lacks for the explorer (empty: nothing)
 //   mount(root)                       builds the explorer inside root (data-minitfm-live="<asset name>"), or the chat
 //                                     for a chat model
-//   TEXT, CHAT_TEXT, VIRIDIS          the explorer's and the chat's strings (en, zh), the heatmap's colour map
+//   mountCompare(root)                the comparison: one question, one reply panel per model of
+//                                     data-minitfm-compare="<name> <name> ..." (compare_box.live_compare)
+//   compareReply(name, question, maxNew, options)  one model's reply in the comparison (a chat model's in its
+//                                     template, a base model's a continuation of the question)
+//   TEXT, CHAT_TEXT, COMPARE_TEXT, VIRIDIS  the explorer's, chat's and comparison's strings (en, zh), the colour map
 
 (function (global) {
   "use strict";
@@ -404,5 +408,133 @@
       }).observe(root);
     }
     root.minitfmLive = {run: run, step: step, state: function () { return st; }};
+  };
+
+  // ------------------------------------------------------------------ the comparison (compare_box.live_compare)
+  // One question to several models, each reply computed here: a chat model (header.chat) reads it in its template and
+  // replies up to its end token; a model without a chat template (the base model) continues the question as plain
+  // text, after its bos token, up to its eos. Greedy unless the temperature says otherwise; at most maxNew new tokens
+  // and the conversation at most the trained length -> {prompt, ids, ended, text, chat} or {prompt, tooLong, cap}
+  NS.compareReply = function (name, question, maxNew, options) {
+    var loaded = NS.load(name), m = loaded.model, h = m.header, tok = loaded.tokenizer, o = options || {}, ids, stop;
+    if (h.chat) { ids = NS.chatPrompt(name, question); stop = h.chat.end; } else {
+      ids = tok.encode(question, true).ids;  // the question's text, a typed special token's text as bytes
+      if (tok.spec.kind !== "word") { ids = [m.config.bos_id].concat(ids); }  // the word tokenizer adds its own
+      stop = m.config.eos_id;
+    }
+    var cap = Math.min(m.config.max_seq_len, h.trained_length || Infinity), room = Math.min(maxNew, cap - ids.length);
+    if (room < 1) { return {prompt: ids, tooLong: true, cap: cap}; }
+    var t = o.temperature || 0;
+    var out = m.generate(ids, room, t > 0 ? {sample: true, temperature: t, seed: o.seed || 0, eos: stop} : {eos: stop});
+    var ended = out[out.length - 1] === stop;
+    return {prompt: ids, ids: out, ended: ended, text: tok.decode(ended ? out.slice(0, -1) : out), chat: !!h.chat};
+  };
+  var COMPARE = {
+    en: {title: "One question, {n} models: every reply is computed by your browser",
+      how: "Each model reads the question alone and takes its most likely next token every time (greedy decoding, temperature 0) until its end token or {m} new tokens: the same question and the same rule for all, so the replies differ only by the weights. A chat model reads the question in the chat template it was fine-tuned on.",
+      base: " A base model never read a chat: it continues the question as plain text.",
+      question: "Your question", ask: "Ask every model", examples: "Examples:", temperature: "Temperature (0 = greedy)",
+      replies: "Replies", chat: "chat model: replies in its chat template", text: "base model: continues the text",
+      size: "{params} parameters ({dtype} weights, {size})", ended: "It wrote {k} tokens, the last its end token.",
+      stopped: "No end token within {k} new tokens: the page stopped it.", empty: "Type a question first.",
+      long: "The question takes {k} tokens; this model reads at most {n}: ask a shorter one.", working: "Computing the replies\u2026",
+      timing: "{n} replies written in {ms} ms.", failed: "This model could not reply: {msg}"},
+    zh: {title: "\u4e00\u4e2a\u95ee\u9898\uff0c{n} \u4e2a\u6a21\u578b\uff1a\u6bcf\u4e2a\u56de\u590d\u90fd\u7531\u4f60\u7684\u6d4f\u89c8\u5668\u8ba1\u7b97",
+      how: "\u6bcf\u4e2a\u6a21\u578b\u5355\u72ec\u8bfb\u8fd9\u4e2a\u95ee\u9898\uff0c\u6bcf\u4e00\u6b65\u90fd\u53d6\u6700\u53ef\u80fd\u7684\u4e0b\u4e00\u4e2a\u8bcd\u5143\uff08\u8d2a\u5fc3\u89e3\u7801\uff0c\u6e29\u5ea6 0\uff09\uff0c\u76f4\u5230\u5b83\u7684\u7ed3\u675f\u8bcd\u5143\u6216 {m} \u4e2a\u65b0\u8bcd\u5143\u4e3a\u6b62\uff1a\u95ee\u9898\u76f8\u540c\u3001\u89c4\u5219\u76f8\u540c\uff0c\u56de\u590d\u7684\u4e0d\u540c\u53ea\u6765\u81ea\u6743\u91cd\u3002\u5bf9\u8bdd\u6a21\u578b\u6309\u5b83\u5fae\u8c03\u65f6\u7684\u5bf9\u8bdd\u6a21\u677f\u8bfb\u95ee\u9898\u3002",
+      base: "\u57fa\u7840\u6a21\u578b\u4ece\u672a\u89c1\u8fc7\u5bf9\u8bdd\uff1a\u5b83\u628a\u95ee\u9898\u5f53\u4f5c\u666e\u901a\u6587\u672c\u7eed\u5199\u3002",
+      question: "\u4f60\u7684\u95ee\u9898", ask: "\u95ee\u6240\u6709\u6a21\u578b", examples: "\u793a\u4f8b\uff1a", temperature: "\u6e29\u5ea6\uff080 = \u8d2a\u5fc3\uff09",
+      replies: "\u56de\u590d", chat: "\u5bf9\u8bdd\u6a21\u578b\uff1a\u6309\u5bf9\u8bdd\u6a21\u677f\u56de\u590d", text: "\u57fa\u7840\u6a21\u578b\uff1a\u7eed\u5199\u6587\u672c",
+      size: "{params} \u4e2a\u53c2\u6570\uff08{dtype} \u6743\u91cd\uff0c{size}\uff09", ended: "\u5199\u4e86 {k} \u4e2a\u8bcd\u5143\uff0c\u6700\u540e\u4e00\u4e2a\u662f\u7ed3\u675f\u8bcd\u5143\u3002",
+      stopped: "{k} \u4e2a\u65b0\u8bcd\u5143\u5185\u6ca1\u6709\u7ed3\u675f\u8bcd\u5143\uff1a\u9875\u9762\u5728\u6b64\u505c\u6b62\u3002", empty: "\u8bf7\u5148\u8f93\u5165\u95ee\u9898\u3002",
+      long: "\u8fd9\u4e2a\u95ee\u9898\u5360 {k} \u4e2a\u8bcd\u5143\uff1b\u8fd9\u4e2a\u6a21\u578b\u6700\u591a\u8bfb {n} \u4e2a\uff1a\u8bf7\u95ee\u4e00\u4e2a\u66f4\u77ed\u7684\u95ee\u9898\u3002", working: "\u6b63\u5728\u8ba1\u7b97\u56de\u590d\u2026",
+      timing: "\u5199\u51fa {n} \u4e2a\u56de\u590d\u7528\u65f6 {ms} \u6beb\u79d2\u3002", failed: "\u8fd9\u4e2a\u6a21\u578b\u65e0\u6cd5\u56de\u590d\uff1a{msg}"}
+  };
+  NS.COMPARE_TEXT = COMPARE;
+  // root: data-minitfm-compare="name name ..." (their assets loaded), data-minitfm-prompt, data-minitfm-max-new
+  NS.mountCompare = function (root) {
+    var zh = /^zh/i.test(document.documentElement.lang || ""), lang = zh ? "zh" : "en", S = COMPARE[lang], id = root.id;
+    var status = root.querySelector("[data-minitfm-live-status]"), need = NS.missing();
+    if (need.length) { status.textContent = fill(TEXT[lang].needs, {what: need.join(", ")}); return; }
+    var started = performance.now(), names = (root.getAttribute("data-minitfm-compare") || "").split(" ").filter(Boolean);
+    var maxNew = +root.getAttribute("data-minitfm-max-new") || 48, loaded;
+    try { loaded = names.map(function (n) { return NS.load(n); }); } catch (e) { status.textContent = fill(TEXT[lang].failed, {msg: e.message}); return; }
+    var examples = [];
+    loaded.forEach(function (l) { (l.model.header.examples || []).forEach(function (q) { if (examples.indexOf(q) < 0) { examples.push(q); } }); });
+    root.textContent = "";
+    el("div", {text: fill(S.title, {n: names.length}), style: "font-weight:600;font-size:14px;margin-bottom:2px"}, root);
+    var anyBase = loaded.some(function (l) { return !l.model.header.chat; });
+    el("div", {text: fill(S.how, {m: maxNew}) + (anyBase ? S.base : ""), style: "color:#57606a;font-size:12px;margin:2px 0 6px"}, root);
+    var row = el("div", {style: "display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:6px 0"}, root);
+    el("label", {"for": id + "-question", text: S.question, style: "font-weight:600"}, row);
+    var input = el("input", {id: id + "-question", type: "text", "data-minitfm-compare-question": "", autocomplete: "off", spellcheck: "false",
+                             value: root.getAttribute("data-minitfm-prompt") || "", style: "font:inherit;flex:1 1 220px;min-width:0;padding:3px 6px"}, row);
+    var askButton = el("button", {type: "button", text: S.ask, "data-minitfm-compare-ask": ""}, row);
+    if (examples.length) {  // the chat models' example questions: a click asks every model
+      var tries = el("div", {role: "group", "aria-label": S.examples, style: "display:flex;flex-wrap:wrap;align-items:center;gap:4px;margin:2px 0 6px;font-size:12px"}, root);
+      el("span", {text: S.examples, style: "color:#57606a"}, tries);
+      examples.forEach(function (q) {
+        el("button", {type: "button", text: q, "data-minitfm-compare-example": ""}, tries).addEventListener("click", function () { input.value = q; ask(); });
+      });
+    }
+    var settings = el("div", {style: "display:flex;flex-wrap:wrap"}, root), shown = el("span", {style: "min-width:2.4em;font-variant-numeric:tabular-nums"});
+    var temp = labelled(settings, S.temperature, range(0, 1.5, 0.1, 0), shown);
+    temp.setAttribute("data-minitfm-compare-temperature", "");
+    var grid = el("div", {role: "group", "aria-label": S.replies, style: "display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:8px;margin:6px 0"}, root);
+    var panels = loaded.map(function (l, i) {
+      var h = l.model.header, box = el("div", {role: "region", "aria-labelledby": id + "-model-" + i, "data-minitfm-compare-panel": names[i],
+                                               style: "border:1px solid #d0d7de;border-radius:6px;padding:6px 8px;min-width:0"}, grid);
+      var head = el("div", {id: id + "-model-" + i, style: "font-weight:600"}, box);
+      el("code", {text: names[i]}, head);
+      head.appendChild(document.createTextNode(": " + ((h.description || {})[lang] || names[i])));
+      el("div", {text: h.chat ? S.chat : S.text, "data-minitfm-compare-kind": "", style: "font-size:12px;color:#0a5f59;font-weight:600"}, box);
+      el("div", {text: fill(S.size, {params: l.model.parameterCount().toLocaleString(zh ? "zh-CN" : "en"), dtype: h.dtype, size: (h.nbytes / 1e6).toFixed(1) + " MB"}),
+                 style: "font-size:12px;color:#57606a"}, box);
+      var reply = el("div", {style: "white-space:pre-wrap;word-break:break-word;margin:4px 0;padding:3px 6px;border-radius:6px;background:#e6f4f1;min-height:1.45em"}, box);
+      var lead = el("span", {style: "color:#57606a"}, reply), text = el("span", {"data-minitfm-compare-text": ""}, reply);
+      var end = el("div", {"data-minitfm-compare-end": "", style: "font-size:12px;color:#57606a"}, box);
+      return {name: names[i], lead: lead, text: text, end: end};
+    });
+    var note = el("div", {role: "status", "data-minitfm-live-status": "", style: "font-size:12px;color:#57606a;min-height:1.45em"}, root);
+    var runs = 0, results = [];
+    function show(p, r, question) {
+      if (r.error) { p.end.textContent = fill(S.failed, {msg: r.error}); return; }
+      if (r.tooLong) { p.end.textContent = fill(S.long, {k: r.prompt.length, n: r.cap}); return; }
+      p.lead.textContent = r.chat ? "" : question;  // the base model's text: the question, then what it wrote
+      p.text.textContent = r.text;
+      p.end.textContent = fill(r.ended ? S.ended : S.stopped, {k: r.ids.length});
+    }
+    function ask() {  // every model in turn, the page redrawn between them; a new question cancels the rest
+      var question = input.value, run = ++runs, i = 0, t0 = performance.now(), o = {temperature: +temp.value, seed: 0};
+      if (!question.trim()) { note.textContent = S.empty; return Promise.resolve(null); }
+      panels.forEach(function (p) { p.lead.textContent = ""; p.text.textContent = ""; p.end.textContent = ""; });
+      results = [];
+      grid.setAttribute("aria-busy", "true");
+      note.textContent = S.working;
+      return new Promise(function (resolve) {
+        (function next() {
+          if (run !== runs) { resolve(null); return; }
+          if (i === panels.length) {
+            grid.removeAttribute("aria-busy");
+            note.textContent = fill(S.timing, {n: panels.length, ms: (performance.now() - t0).toFixed(0)});
+            root.setAttribute("data-minitfm-compare-done", String(run));
+            resolve(results);
+            return;
+          }
+          var p = panels[i++], r;
+          try { r = NS.compareReply(p.name, question, maxNew, o); } catch (e) { r = {error: e.message}; }
+          r.name = p.name;
+          results.push(r);
+          show(p, r, question);
+          setTimeout(next, 0);
+        })();
+      });
+    }
+    input.addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); ask(); } });
+    askButton.addEventListener("click", function () { ask(); });
+    function showTemp() { shown.textContent = (+temp.value).toFixed(1); }
+    temp.addEventListener("input", showTemp);
+    showTemp();
+    root.minitfmCompare = {ask: function (q) { if (q != null) { input.value = q; } return ask(); }, results: function () { return results; }};
+    root.setAttribute("data-minitfm-live-ready", (performance.now() - started).toFixed(0));
   };
 })(typeof globalThis !== "undefined" ? globalThis : window);

@@ -32,8 +32,8 @@ from typing import Callable
 import torch
 
 from minitfm.finetuning.chat import ChatTemplate
-from minitfm.lm import assistant_lm as A, small_lm as S
-from minitfm.lm.prose import byte_tokenizer
+from minitfm.lm import assistant_lm as A, base_lm as B, small_lm as S
+from minitfm.lm.prose import byte_tokenizer, heldout_prose
 from minitfm.lm.corpus import generate_sentences, make_tokenizer
 # The asset format lives in live_asset; its names are this module's too (one import for a notebook or a test).
 from minitfm.viz.live_asset import (ASSETS, DTYPES, ENGINE_FIELDS, FORMAT, FORMAT_VERSION, SUPPORTED,  # noqa: F401
@@ -53,12 +53,37 @@ class Shipped:
     trained_length: int | None = None  # the longest rows it was trained on: the page generates no further
     chat: bool = False  # a chat model: the header holds its template's ids and the page mounts a chat
     examples: tuple = ()  # a chat model's example questions, offered as buttons (a test checks its replies)
+    continues: bool = False  # a base model: the comparison (compare_box.live_compare) has it continue the
+    # question as plain text (a chat model is asked in its template)
+
+
+def _prose_probe(tok) -> torch.Tensor:
+    """16 held-out paragraphs of the book's prose, each its first 127 bytes after <|endoftext|>, 0-padded."""
+    rows = [torch.tensor([B.base_lm_config().bos_id] + tok.encode(p, allowed_special=set())[:B.ROW_LEN - 1])
+            for _, p in heldout_prose()[:16]]
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=0)
+
+
+def chat_model(load: Callable, checkpoint: Path, description: dict) -> Shipped:
+    """A chat model made from chapter 15's assistant (chapter 16's DPO and GRPO models), as a SHIPPED entry: the
+    assistant's byte tokenizer, probe batch, trained length and example questions. Adding one to the pages and
+    to the comparison is one line: ``"dpo_lm": chat_model(D.load_dpo_lm, D.CHECKPOINT, {"en": ..., "zh": ...})``."""
+    return Shipped(lambda: (load(), byte_tokenizer(), checkpoint), lambda tok: A.heldout_conversations(), "float16",
+                   description, trained_length=A.trained_length(), chat=True,
+                   examples=tuple(e.prompt for e in A.PAGE_QUESTIONS))
 
 
 SHIPPED = {"small_lm": Shipped(lambda: (S.load_small_lm(), make_tokenizer(), S.CHECKPOINT),  # probe: 16 sentences
                                lambda tok: tok.encode_batch(generate_sentences(16, seed=S.VALID_SEED), side="right"),
                                "float16", {"en": "the grammar model of chapters 8 and 9", "zh": "第 8、9 章的语法模型"},
                                trained_length=32),
+           # the base model never read a chat (its chat tokens' rows never met an input): the comparison lets it
+           # continue the question as plain text, what it was trained to do, rather than feed it the template
+           "base_lm": Shipped(lambda: (B.load_base_lm(), byte_tokenizer(), B.CHECKPOINT), _prose_probe, "float16",
+                              {"en": "chapter 15's base model, pretrained on the book's prose, four skills and invented "
+                                     "people, never on a chat",
+                               "zh": "第 15 章的基础模型，在本书的文字、四种技能和虚构人物上预训练过，从未见过对话"},
+                              trained_length=B.ROW_LEN, continues=True),  # probe: 16 held-out paragraphs
            "assistant_lm": Shipped(lambda: (A.load_assistant_lm(), byte_tokenizer(), A.CHECKPOINT),
                                    lambda tok: A.heldout_conversations(), "float16",  # probe: 20 conversations
                                    {"en": "chapter 15's assistant, fine-tuned to add two two-digit numbers, sort digits, "
