@@ -9,6 +9,9 @@
                             loss normalisations (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``)
 ``rewards``                 verifiable rewards for the assistant's tasks (exact answer, format) and one
                             deliberately sloppy verifier (the answer anywhere in the reply) that a policy hacks
+``training``                the loops and the measurements: seeded GRPO and DPO on a copy of a chat model (which
+                            parameters train, per-step curves), counts of correct samples, pairs from the model's
+                            own samples, KL to the reference per reply, pass@k from counts
 ==========================  ==============================================================================
 
 The losses are tested against Hugging Face ``trl`` (its ``DPOTrainer`` and ``GRPOTrainer``) in
@@ -21,12 +24,17 @@ from minitfm.preferences.dpo import (DPOOutput, dpo_batch_loss, dpo_loss, prefer
 from minitfm.preferences.grpo import (LOSS_TYPES, SCALES, GRPOOutput, Groups, completion_log_probs,
                                       group_advantages, grpo_loss, k3_kl, sample_groups)
 from minitfm.preferences.rewards import REWARDS, answer_format, check_reply, contains_answer, exact_answer
+from minitfm.preferences.training import (TRAINABLE, DPOHistory, GRPOHistory, dpo_train, grpo_train,
+                                          pass_at_k_counts, policy_kl, sampled_correct, sampled_pairs,
+                                          trainable_names)
 
 __all__ = [
     "DPOOutput", "response_log_probs", "sequence_log_probs", "dpo_loss", "dpo_batch_loss", "preference_pair",
     "LOSS_TYPES", "SCALES", "Groups", "group_advantages", "k3_kl", "GRPOOutput", "grpo_loss", "sample_groups",
     "completion_log_probs",
     "REWARDS", "exact_answer", "answer_format", "contains_answer", "check_reply",
+    "TRAINABLE", "trainable_names", "GRPOHistory", "grpo_train", "DPOHistory", "dpo_train", "sampled_correct",
+    "sampled_pairs", "policy_kl", "pass_at_k_counts",
 ]
 
 
