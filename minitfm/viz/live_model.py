@@ -8,7 +8,9 @@ tokenizers and sampling, with no DOM (it runs under Node too: tests/viz/test_liv
 model's template ids and float16's error on a probe batch (:func:`write_asset`); it lists why one is not
 current (:func:`asset_problems`) and writes the bundle the site serves from ``_assets/live/`` (:func:`bundle`: the
 page script, and ``NAME.js``, the header and the .bin in base64: a ``file://`` page may load scripts, not fetch files).
-:func:`live_explorer` is the cell output that mounts the explorer (a chat for a chat model) on a book page.
+:func:`live_explorer` is the cell output that mounts the explorer (a chat for a chat model) on a book page;
+``compare_box.live_compare`` puts several shipped models side by side. :func:`chat_model` is the one-line
+``SHIPPED`` entry of a chat model made from chapter 15's assistant (chapter 16's DPO and GRPO models).
 
     python -m minitfm.viz.live_model write        # rewrite the shipped assets from their checkpoints
     python -m minitfm.viz.live_model check        # exit 1, naming the problem, if an asset is not current

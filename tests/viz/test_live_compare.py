@@ -126,7 +126,8 @@ def site(tmp_path_factory):
 def want():
     """Python's greedy reply of each model to each question the browser test asks (the examples, a held-out one)."""
     models = {name: lm.model_from_asset(name) for name in NAMES}
-    return {(name, q): python_reply(models[name], name, q) for name in NAMES for q in EXAMPLES + QUESTIONS[:1]}
+    return {(name, q): python_reply(models[name], name, q) for name in NAMES
+            for q in EXAMPLES + QUESTIONS[:1] + (["x" * A.trained_length()] if name == "base_lm" else [])}
 
 
 def _compare_page(site, lang: str):
@@ -192,6 +193,16 @@ def test_each_panel_shows_pythons_greedy_reply_in_both_languages(chromium, site,
         _check(page, want, EXAMPLES[0], zh)
         checked += 1
         assert page.evaluate("document.querySelector('[data-minitfm-compare] [role=group][aria-busy]')") is None
+        page.fill("[data-minitfm-compare-question]", "x" * A.trained_length())  # too long for the assistant only
+        page.keyboard.press("Enter")
+        _asked(page, len(asked) + 3)
+        long = page.evaluate("document.querySelector('[data-minitfm-compare]').minitfmCompare.results()")
+        assert [r.get("tooLong", False) for r in long] == [False, True]
+        assert long[0]["ids"] == want[("base_lm", "x" * A.trained_length())][0]  # the base model reads 128
+        assert _panels(page)["assistant_lm"]["end"] == (f"这个问题占 {A.trained_length() + 4} 个词元；这个模型最多读 "
+                                                         f"{A.trained_length()} 个：请问一个更短的问题。" if zh else
+                                                         f"The question takes {A.trained_length() + 4} tokens; this "
+                                                         f"model reads at most {A.trained_length()}: ask a shorter one.")
         overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{kind}: the page scrolls sideways by {overflow} px"
         if AXE is not None and kind == "desktop":
