@@ -234,3 +234,36 @@ def _check(page, want, question: str, zh: bool) -> None:
     if question in EXAMPLES:  # the assistant answers its page's examples right
         answer = A.PAGE_QUESTIONS[EXAMPLES.index(question)].answer
         assert want[("assistant_lm", question)][1] == answer
+
+
+def test_a_new_chat_model_answers_in_its_own_panel(chromium, tmp_path, monkeypatch, want):
+    """End to end, what adding chapter 16's models will be: a third chat model (the assistant's checkpoint under
+    another name, one ``chat_model`` line) gets its asset script from ``bundle`` and its panel in the page, and
+    replies as the assistant does, token for token."""
+    monkeypatch.setitem(lm.SHIPPED, "twin_lm", lm.chat_model(A.load_assistant_lm, A.CHECKPOINT,
+                                                              {"en": "a twin of the assistant", "zh": "助手的双胞胎"}))
+    for name in NAMES:
+        for suffix in (".json", ".bin"):
+            shutil.copy(lm.ASSETS / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
+    lm.write_asset("twin_lm", tmp_path)
+    monkeypatch.setattr(cb, "ASSETS", tmp_path)
+    names = NAMES + ["twin_lm"]
+    lm.bundle(tmp_path / "site" / "_assets" / "live", names, folder=tmp_path)
+    (tmp_path / "site" / "notebooks").mkdir()
+    page_path = tmp_path / "site" / "notebooks" / "three.html"
+    page_path.write_text('<!DOCTYPE html><html lang="en" data-content_root="../"><head><meta charset="utf-8"><title>three'
+                         f"</title></head><body><main><h1>Three</h1>{cb.live_compare().html}</main></body></html>",
+                         encoding="utf-8")
+    page, errors = _page(chromium, page_path.as_uri())
+    page.wait_for_selector("[data-minitfm-live-ready]", timeout=20_000)
+    panels = _panels(page)
+    assert list(panels) == names and panels["twin_lm"]["label"] == "twin_lm: a twin of the assistant"
+    assert panels["twin_lm"]["kind"] == KIND["en"]["assistant_lm"]
+    for question in EXAMPLES + QUESTIONS[:1]:
+        results = page.evaluate("async q => await document.querySelector('[data-minitfm-compare]').minitfmCompare.ask(q)",
+                                question)
+        assert [r["name"] for r in results] == names
+        assert results[2]["ids"] == results[1]["ids"] == want[("assistant_lm", question)][0], question
+        assert results[0]["ids"] == want[("base_lm", question)][0], question
+    assert not errors, errors
+    page.close()
