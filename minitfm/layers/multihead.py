@@ -178,7 +178,11 @@ class MultiHeadAttention(nn.Module):
         ``fused_qkv``, one product split by the head counts."""
         if not self.fused_qkv:
             return (self.project(x, self.q_proj, self.q_norm, self.n_heads),) + self.project_kv(x)
-        q, k, v = self.qkv_proj(x).split(self.qkv_sizes, dim=-1)  # (B, T, (H + 2 H_kv) Dh) -> 3 views
+        h = self.qkv_proj(x)  # (B, T, (H + 2 H_kv) Dh)
+        if self.qk_norm in ("none", "weightless"):  # one view for the three: (B, H + 2 H_kv, T, Dh), split by heads
+            heads = h.view(h.shape[0], h.shape[1], -1, self.d_head).transpose(1, 2)
+            return heads.split((self.n_heads, self.n_kv_heads, self.n_kv_heads), dim=1)
+        q, k, v = h.split(self.qkv_sizes, dim=-1)  # -> 3 views (B, T, width)
         return (self.heads(q, self.q_norm, self.n_heads), self.heads(k, self.k_norm, self.n_kv_heads),
                 self.split_heads(v, self.n_kv_heads))
 
