@@ -23,6 +23,7 @@ from minitfm.exercises.heads import check_merge_heads, check_split_heads
 from minitfm.exercises.masks import check_causal_mask, check_padding_mask
 from minitfm.exercises.norms_ffn import check_layer_norm, check_rms_norm, check_swiglu
 from minitfm.exercises.positional import check_alibi_slopes, check_rope, check_sinusoidal_encoding
+from minitfm.exercises._preferences import check_dpo_loss, check_group_advantages
 from minitfm.exercises.pretrained import (check_from_rotate_half, check_sliding_window_mask, check_softcap,
                                           check_split_fused_qkv)
 from minitfm.exercises.schedules import check_noam, check_warmup_cosine

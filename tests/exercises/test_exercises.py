@@ -18,6 +18,7 @@ from test_exercises_bpe import CASES as BPE_CASES
 from test_exercises_evaluation import CASES as EVALUATION_CASES
 from test_exercises_finetuning import CASES as FINETUNING_CASES
 from test_exercises_pretrained import CASES as PRETRAINED_CASES
+from test_exercises_preferences import CASES as PREFERENCES_CASES
 
 # ---- correct implementations written from scratch (the library's are used where the signature fits) ----
 def attention_ok(q, k, v, mask):
@@ -488,6 +489,7 @@ CASES.update(PRETRAINED_CASES)  # chapters 13 and 13b's checkers, likewise
 CASES.update(EVALUATION_CASES)  # chapter 14's checkers, likewise
 CASES.update(FINETUNING_CASES)  # chapter 15's checkers, likewise
 CASES.update(ARCHITECTURES_CASES)  # chapter 13c's checkers, likewise
+CASES.update(PREFERENCES_CASES)  # chapter 16's checkers, likewise
 
 
 def test_every_checker_is_in_the_table_with_three_wrong_implementations():
