@@ -9,9 +9,9 @@
                             loss normalisations (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``)
 ``rewards``                 verifiable rewards for the assistant's tasks (exact answer, format) and one
                             deliberately sloppy verifier (the answer anywhere in the reply) that a policy hacks
-``training``                the loops and the measurements: seeded GRPO and DPO on a copy of a chat model (which
-                            parameters train, per-step curves), counts of correct samples, pairs from the model's
-                            own samples, KL to the reference per reply, pass@k from counts
+``training``                the loops and the measurements: seeded GRPO and DPO on a copy of a chat model
+                            (which parameters train, per-step curves), counts of correct samples, pairs from
+                            the model's own samples, KL to the reference per reply, pass@k from counts
 ==========================  ==============================================================================
 
 The losses are tested against Hugging Face ``trl`` (its ``DPOTrainer`` and ``GRPOTrainer``) in
