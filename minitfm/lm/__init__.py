@@ -10,6 +10,8 @@
 ``assistant_lm``            chapter 15's assistant: base_lm after supervised fine-tuning on its tasks
                             (``benchmarks/train_assistant_lm.py``), its chat template, held-out accuracy, floors
                             and pass@k
+``preference_lms``          chapter 16's two models: the assistant after DPO and after GRPO on its sums
+                            (``benchmarks/train_preference_lms.py``), their recipes, records and measures
 ``topics``                  chapter 15b's classification task: which part of the book a paragraph of its prose
                             comes from (four topics, balanced, a held-out set chosen by a hash)
 ==========================  ==============================================================================
