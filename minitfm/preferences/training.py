@@ -55,6 +55,9 @@ def trainable_names(model: torch.nn.Module, trainable="all") -> list[str]:
     names = [name for name, _ in model.named_parameters()]
     if callable(trainable):
         keep = trainable
+    elif not isinstance(trainable, str):
+        raise TypeError(f"trainable must be one of {TRAINABLE} or a function name -> bool, got "
+                        f"{type(trainable).__name__}")
     else:
         check_choice(trainable, "trainable", TRAINABLE)
         layers = getattr(model, "layers", None)
@@ -62,7 +65,7 @@ def trainable_names(model: torch.nn.Module, trainable="all") -> list[str]:
         if trainable == "last_block" and last is None:
             raise ValueError("trainable='last_block' needs a model with a non-empty .layers (a DecoderOnlyLM)")
         keep = {"all": lambda n: True, "final_norm": lambda n: n.startswith("final_norm."),
-                "norms": lambda n: "norm" in n.rpartition(".")[0].rpartition(".")[2],
+                "norms": lambda n: "norm" in n.rpartition(".")[0].rpartition(".")[2],  # attn_norm, final_norm
                 "last_block": lambda n: n.startswith(last) or n.startswith("final_norm.")}[trainable]
     chosen = [n for n in names if keep(n)]
     if not chosen:

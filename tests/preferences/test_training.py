@@ -210,6 +210,7 @@ def test_bad_input_is_refused_with_a_clear_error():
     cases = [
         (ValueError, "trainable must be one of", dict(trainable="head")),
         (ValueError, "selects none", dict(trainable=lambda name: False)),
+        (TypeError, "or a function name -> bool", dict(trainable=["final_norm.weight"])),
         (ValueError, "steps must be >= 1", dict(steps=0)),
         (ValueError, "group must be >= 2", dict(group=1)),
         (TypeError, "prompts must be an int", dict(prompts=2.0)),
@@ -309,3 +310,13 @@ def test_progress_shows_a_bar_only_when_asked(capsys):
     assert "GRPO" in capsys.readouterr().err
     run(tiny(), steps=1)
     assert "GRPO" not in capsys.readouterr().err
+
+
+def test_the_kl_penalty_holds_the_policy_closer():
+    """beta = 1 against beta = 0, 4 steps, same seeds: the policy's KL from the reference per reply is lower on
+    every seed (a sweep of seeds 0-19 at writing: 20 of 20, the closest 1.56 against 1.83 nats on seed 0)."""
+    for seed in range(3):
+        net = tiny(seed)
+        kl = [policy_kl(run(net, seed=seed, steps=4, beta=beta)[0], net, TEMPLATE, HELD[:4], n=64, max_new_tokens=1)
+              for beta in (0.0, 1.0)]
+        assert kl[1] < kl[0], (seed, kl)
