@@ -36,7 +36,6 @@ from tqdm.auto import tqdm
 
 from minitfm._checks import check_choice, check_number, check_positive_int
 from minitfm.evaluation import pass_at_k
-from minitfm.finetuning.answering import sampled_replies
 from minitfm.finetuning.chat import ChatTemplate
 from minitfm.finetuning.tasks import Example
 from minitfm.preferences.dpo import dpo_batch_loss, preference_pair
@@ -250,8 +249,12 @@ def _sampled(model, template, examples, n, seed, temperature, max_new_tokens, ch
     check_number(seed, "seed", integer=True)
     if not callable(check):
         raise TypeError(f"check must be a function (reply, example) -> float, got {type(check).__name__}")
-    return sampled_replies(model, template, [e.chat(with_answer=False) for e in examples], n, seed=seed,
-                           temperature=temperature, max_new_tokens=max_new_tokens)
+    # one batch of N * n rows from one seeded generator, as the loops sample (chapter 15's sampled_replies draws
+    # the same replies up to 256 rows, then its batches of 256 take other draws from the generator)
+    with torch.no_grad():
+        g = sample_groups(model, template, [e.chat(with_answer=False) for e in examples], n, seed=seed,
+                          temperature=temperature, max_new_tokens=max_new_tokens)
+    return [g.replies[i * n:(i + 1) * n] for i in range(len(examples))]
 
 
 def sampled_correct(model, template: ChatTemplate, examples: Sequence[Example], n: int, *, seed: int,

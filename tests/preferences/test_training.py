@@ -19,6 +19,7 @@ from minitfm.finetuning.answering import sampled_replies
 from minitfm.finetuning.tasks import Example
 from minitfm.lm.base_lm import base_lm_config
 from minitfm.lm.prose import byte_tokenizer
+from minitfm.preferences.grpo import sample_groups
 from minitfm.preferences.rewards import exact_answer
 from minitfm.preferences.training import (dpo_train, grpo_train, pass_at_k_counts, policy_kl, sampled_correct,
                                           sampled_pairs, trainable_names)
@@ -149,8 +150,10 @@ def test_sampled_correct_counts_are_a_recount_of_the_samples():
     examples = answered(net, 8)
     counts, rows = sampled_correct(net, TEMPLATE, examples, 16, seed=7, max_new_tokens=1)
     again = sampled_replies(net, TEMPLATE, [e.chat(with_answer=False) for e in examples], 16, seed=7,
-                            max_new_tokens=1)
-    assert rows == again
+                            max_new_tokens=1)  # chapter 15's sampler: the same draws up to 256 rows
+    one_batch = sample_groups(net, TEMPLATE, [e.chat(with_answer=False) for e in examples], 16, seed=7,
+                              max_new_tokens=1).replies
+    assert rows == again == [one_batch[i * 16:(i + 1) * 16] for i in range(8)]
     assert counts.tolist() == [sum(x.strip() == e.answer for x in row) for row, e in zip(again, examples)]
     assert counts.sum() > 0 and counts.dtype.kind == "i"
     def odd(reply, example):  # any check: here, an odd byte
