@@ -34,7 +34,7 @@ from typing import Callable
 import torch
 
 from minitfm.finetuning.chat import ChatTemplate
-from minitfm.lm import assistant_lm as A, base_lm as B, small_lm as S
+from minitfm.lm import assistant_lm as A, base_lm as B, preference_lms as D, small_lm as S
 from minitfm.lm.prose import byte_tokenizer, heldout_prose
 from minitfm.lm.corpus import generate_sentences, make_tokenizer
 # The asset format lives in live_asset; its names are this module's too (one import for a notebook or a test).
@@ -92,7 +92,15 @@ SHIPPED = {"small_lm": Shipped(lambda: (S.load_small_lm(), make_tokenizer(), S.C
                                           "reverse letters and count a letter",
                                     "zh": "第 15 章的助手，微调过两位数加法、数字排序、字母倒序和数字母"},
                                    trained_length=A.trained_length(), chat=True,
-                                   examples=tuple(e.prompt for e in A.PAGE_QUESTIONS))}
+                                   examples=tuple(e.prompt for e in A.PAGE_QUESTIONS)),
+           "dpo_lm": chat_model(D.load_dpo_lm, D.DPO_CHECKPOINT,
+                                {"en": "chapter 16's assistant after DPO (beta 1) on its own right-versus-wrong sums",
+                                 "zh": "第 16 章的助手，用 DPO（beta 1）在它自己答对与答错的加法上训练之后"}),
+           "grpo_lm": chat_model(D.load_grpo_lm, D.GRPO_CHECKPOINT,
+                                 {"en": "chapter 16's assistant after GRPO on sums, rewarded for the exact answer "
+                                        "(only its final norm's per-feature scale trained)",
+                                  "zh": "第 16 章的助手，用 GRPO 在加法上训练之后，答案完全正确才得奖励（只训练了最后"
+                                        "一个归一化层的逐特征缩放）"})}
 
 
 def _entry(name) -> Shipped:

@@ -8,6 +8,7 @@ The pages load the engine and the assets from ``file://`` with ``<script src>``,
 """
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -20,11 +21,13 @@ from minitfm.viz import compare_box as cb, live_model as lm
 from site_browser import browser_for_a_module, page_with_errors as _page
 from test_live_chat import AXE, AXE_MISSING, QUESTIONS, TEMPLATE
 
-NAMES = ["base_lm", "assistant_lm"]
+NAMES = ["base_lm", "assistant_lm", "dpo_lm", "grpo_lm"]  # chapter 16's two models after chapter 15's
 EXAMPLES = [e.prompt for e in A.PAGE_QUESTIONS]  # the comparison's buttons: the chat models' examples
 MAX_NEW = A.MAX_NEW_TOKENS
 KIND = {"en": {"base_lm": "base model: continues the text", "assistant_lm": "chat model: replies in its chat template"},
         "zh": {"base_lm": "基础模型：续写文本", "assistant_lm": "对话模型：按对话模板回复"}}
+for _lang in KIND:  # chapter 16's models are asked as the assistant is
+    KIND[_lang].update(dict.fromkeys(("dpo_lm", "grpo_lm"), KIND[_lang]["assistant_lm"]))
 
 
 def python_reply(model, name: str, question: str, max_new: int = MAX_NEW) -> tuple[list[int], str]:
@@ -58,16 +61,16 @@ def test_the_comparison_takes_the_chat_and_base_models_and_refuses_the_rest():
     assert {n for n, e in lm.SHIPPED.items() if e.chat} <= set(cb.comparable())
     box = cb.live_compare(prompt='What is "25 + 17"?')
     assert box.names == NAMES and box.max_new_tokens == MAX_NEW
-    assert 'data-minitfm-compare="base_lm assistant_lm"' in box.html and 'data-minitfm-max-new="48"' in box.html
+    assert f'data-minitfm-compare="{" ".join(NAMES)}"' in box.html and 'data-minitfm-max-new="48"' in box.html
     assert 'data-minitfm-prompt="What is &quot;25 + 17&quot;?"' in box.html and lm.NO_SCRIPT in box.html
-    assert '["base_lm", "assistant_lm"]' in box.html and "_assets/live/live_model.js" in box.html
+    assert json.dumps(NAMES) in box.html and "_assets/live/live_model.js" in box.html
     assert len(box.html) < 6_000 and "http://" not in box.html and "__ID__" not in box.html
     assert box.descriptions["base_lm"] == lm.SHIPPED["base_lm"].description
     assert box.page_bytes == len(lm.page_js().encode()) + sum(len(lm.asset_script(n).encode()) for n in NAMES)
     assert "base_lm 3." in repr(box) and "at most 48 new tokens" in repr(box)
     inline = cb.live_compare(["assistant_lm"], inline=True)
     assert len(inline.html) > inline.page_bytes and lm.asset_script("assistant_lm") in inline.html
-    with pytest.raises(ValueError, match=r"'small_lm' is shipped but is neither a chat model.*\['base_lm', 'assistant_lm'\]"):
+    with pytest.raises(ValueError, match=r"'small_lm' is shipped but is neither a chat model.*\['base_lm', 'assistant_lm', 'dpo_lm', 'grpo_lm'\]"):
         cb.live_compare(["small_lm"])
     with pytest.raises(ValueError, match=r"'gpt4' is not a shipped live model; the comparison takes"):
         cb.live_compare(["base_lm", "gpt4"])
@@ -105,7 +108,7 @@ def test_a_new_chat_model_joins_by_its_shipped_line_alone(tmp_path, monkeypatch)
     box = cb.live_compare(["base_lm", "twin_lm"])
     assert 'data-minitfm-compare="base_lm twin_lm"' in box.html and box.descriptions["twin_lm"]["zh"] == "助手的双胞胎"
     with pytest.raises(ValueError, match="not a shipped live model"):  # only under its own name
-        cb.live_compare(["dpo_lm"])
+        cb.live_compare(["triplet_lm"])
 
 
 # ---------------------------------------------------------------------------------------------- in Chromium
@@ -159,7 +162,8 @@ def test_each_panel_shows_pythons_greedy_reply_in_both_languages(chromium, site,
     for width, height, kind in ((1000, 1000, "desktop"), (390, 1400, "mobile")):
         page, errors = _page(chromium, _compare_page(site, lang).as_uri(), width, height)
         page.wait_for_selector("[data-minitfm-live-ready]", timeout=20_000)
-        assert ("一个问题，2 个模型" if zh else "One question, 2 models") in page.text_content("[data-minitfm-compare]")
+        assert (f"一个问题，{len(NAMES)} 个模型" if zh else f"One question, {len(NAMES)} models") in page.text_content(
+            "[data-minitfm-compare]")
         assert page.locator("label[for$='-question']").inner_text() == ("你的问题" if zh else "Your question")
         panels = _panels(page)
         assert list(panels) == NAMES
@@ -197,7 +201,7 @@ def test_each_panel_shows_pythons_greedy_reply_in_both_languages(chromium, site,
         page.keyboard.press("Enter")
         _asked(page, len(asked) + 3)
         long = page.evaluate("document.querySelector('[data-minitfm-compare]').minitfmCompare.results()")
-        assert [r.get("tooLong", False) for r in long] == [False, True]
+        assert [r.get("tooLong", False) for r in long] == [False] + [True] * (len(NAMES) - 1)
         assert long[0]["ids"] == want[("base_lm", "x" * A.trained_length())][0]  # the base model reads 128
         assert _panels(page)["assistant_lm"]["end"] == (f"这个问题占 {A.trained_length() + 4} 个词元；这个模型最多读 "
                                                          f"{A.trained_length()} 个：请问一个更短的问题。" if zh else
@@ -263,7 +267,7 @@ def test_a_new_chat_model_answers_in_its_own_panel(chromium, tmp_path, monkeypat
         results = page.evaluate("async q => await document.querySelector('[data-minitfm-compare]').minitfmCompare.ask(q)",
                                 question)
         assert [r["name"] for r in results] == names
-        assert results[2]["ids"] == results[1]["ids"] == want[("assistant_lm", question)][0], question
+        assert results[-1]["ids"] == results[1]["ids"] == want[("assistant_lm", question)][0], question
         assert results[0]["ids"] == want[("base_lm", question)][0], question
     assert not errors, errors
     page.close()
