@@ -1,15 +1,18 @@
-"""Writes drafts/ch16/16_preferences.ipynb (draft of chapter 16, English only) from the cells below.
+"""Writes chapter 16, "Preferences and rewards: DPO and GRPO", to drafts/ch16/16_preferences.ipynb.
 
-Run: python drafts/ch16/build_notebook.py, then execute it with
-  cd drafts/ch16 && nice -n 10 env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE jupyter nbconvert --to notebook \
-      --execute --inplace 16_preferences.ipynb
-Cell ids are fixed strings so that they stay stable (the locale files key on them later).
+Run:  python drafts/ch16/build_notebook.py [OUT.ipynb]
+then execute it (cell outputs are not written here):
+  nice -n 10 env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python tools/notebooks.py execute drafts/ch16/16_preferences.ipynb
+Cell ids are fixed strings, so that they stay stable when a cell is edited (the Chinese edition keys on them).
+The notebook is not in _toc.yml: the lead decides when it moves to notebooks/16_preferences.ipynb.
 """
+import sys
 from pathlib import Path
 
 import nbformat
 
 HERE = Path(__file__).parent
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "16_preferences.ipynb"
 cells = []
 
 
@@ -17,28 +20,51 @@ def md(cid, text):
     cells.append(nbformat.v4.new_markdown_cell(text.strip("\n"), id=cid))
 
 
-def code(cid, text):
-    cells.append(nbformat.v4.new_code_cell(text.strip("\n"), id=cid))
+def code(cid, text, alt=None, tags=None):
+    cell = nbformat.v4.new_code_cell(text.strip("\n"), id=cid)
+    if alt:
+        cell.metadata["mystnb"] = {"image": {"alt": alt}}
+    if tags:
+        cell.metadata["tags"] = tags
+    cells.append(cell)
 
 
-md("c16-title", r"""
+REF = "../book/references.md#cite-"
+
+# ------------------------------------------------------------------------------------------------ opening
+md("c16-title", rf"""
 # 16. Preferences and rewards: DPO and GRPO
 
-[Chapter 15](15_finetuning.ipynb) turned a base model into an assistant by showing it answers. This chapter takes
-one more step, the one the leading courses take after instruction tuning: the model learns from **judgements of
-its own replies** instead of from written answers. Two methods, both in `minitfm.preferences` and both tested
-equal to Hugging Face TRL in `tests/preferences`:
+[Chapter 15](15_finetuning.ipynb) made an assistant by showing a base model written answers. The leading courses
+take one more step after that: the model learns from **judgements of its own replies**. There are two ways to give
+it those judgements, and this chapter builds both, on the assistant that chapter ships:
 
-- **DPO** (direct preference optimisation) learns from pairs, "this reply is better than that one";
-- **GRPO** (group relative policy optimisation) learns from a reward that a program computes, by sampling a
-  group of replies to each question and pushing up the ones that scored above their group.
+- **DPO**, direct preference optimisation ([Rafailov et al., 2023]({REF}rafailov2023direct)), learns from pairs:
+  "this reply to this question is better than that one". No reward model, no sampling during training: one loss on
+  pairs, derived from the same objective that reinforcement learning from human feedback maximises.
+- **GRPO**, group relative policy optimisation ([Shao et al., 2024]({REF}shao2024deepseekmath)), learns from a
+  reward that a program computes. It samples a group of replies to each question, scores them, and makes the
+  replies that scored above their group's average more likely. DeepSeek-R1 was trained this way on math and code
+  ([DeepSeek-AI, 2025]({REF}deepseekai2025r1)).
 
-Both start from chapter 15's assistant. Its intermediate task is addition of two-digit numbers: greedy, it gets
-about half of the held-out sums right, and among sixteen samples the right sum is usually there. That gap, between
-what the model says first and what it can say, is what learning from rewards works on.
+The assistant's intermediate task is the sum of two two-digit numbers: greedily it gets about half of the held-out
+sums right, and among sixteen samples the right sum is usually there. That gap, between what the model says first
+and what it can say, is what learning from judgements works on. The chapter runs, on your CPU and over seeds, one
+method that learns the preference while the task gets worse, one that works, and one that fails on purpose, and
+tests the rules of thumb people repeat about them. Every verdict is computed in your run.
 
-The chapter measures, on your CPU and over seeds, one run that works and one run that fails, and checks the rules
-of thumb people repeat about these methods. Every verdict is computed in your run.
+**After this chapter you will be able to**
+
+- derive the DPO loss from Bradley-Terry and the KL-regularised objective, compute it from per-token
+  log-probabilities (summed over the reply, with the loss mask of supervised fine-tuning), and say why it starts at $\ln 2$, which
+  way $\beta$ goes, and why the chosen reply's probability may fall while the loss improves;
+- run one GRPO step by hand: sample a group, score it with a verifier, compute group-relative advantages, and
+  explain why a group whose rewards are all equal teaches nothing and why the loss's value is not a progress signal;
+- measure what either method did with the tools of [chapter 14](14_measuring.ipynb): held-out pass@1 with a paired
+  interval beside the best constant reply, pass@k at a larger k, answer diversity, and the drift from the
+  reference;
+- recognise reward hacking: a verifier that pays for the wrong thing, a proxy reward that rises while the truth
+  falls, and what a KL penalty does about it.
 """)
 
 code("c16-setup", r"""
@@ -46,326 +72,961 @@ code("c16-setup", r"""
 import importlib.util, sys
 if importlib.util.find_spec("minitfm") is None:
     %pip install -q "minitfm @ git+https://github.com/minitfm/minitfm@v0.3.0"
-""")
+if "google.colab" in sys.modules:  # Colab needs this to show ipywidgets 8 sliders
+    from google.colab import output
+    output.enable_custom_widget_manager()
+""", tags=["hide-input"])
 
 code("c16-imports", r"""
 import copy
 import math
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 import minitfm as m
 from minitfm.claims import judge, seed_table, verdict
-from minitfm.evaluation import mean_pass_at_k, paired_bootstrap, pass_at_k
+from minitfm.evaluation import paired_bootstrap
 from minitfm.finetuning import skills as S
 from minitfm.finetuning.answering import replies
 from minitfm.lm import assistant_lm as A
 from minitfm.lm.prose import heldout_bits_per_byte
 from minitfm.preferences import dpo as D, grpo as G, rewards as R
-# DRAFT: these helpers are proposed for minitfm.preferences (drafts/ch16/proposed_library.py)
-from proposed_library import grpo_train, policy_kl, sampled_correct, sampled_pairs
+from minitfm.preferences.training import (dpo_train, grpo_train, pass_at_k_counts, policy_kl, sampled_correct,
+                                          sampled_pairs)
+from minitfm.viz.finetuning_diagrams import dpo_diagram, grpo_diagram
 
 print("torch threads:", m.set_threads(1))
 CHAPTER_START = time.perf_counter()
-assistant = A.load_assistant_lm()
-template = A.chat_template()
-TASK = A.INTERMEDIATE
-print(f"the assistant: {sum(p.numel() for p in assistant.parameters()):,} parameters; intermediate task: {TASK!r}")
+SECONDS = {}  # what each part of the chapter took, printed at the end
 """)
 
-md("c16-dpo-intro", r"""
+md("c16-start", r"""
+## The starting point: the assistant on sums
+
+Everything below starts from the same model, `minitfm.lm.assistant_lm` (the base model of
+[chapter 15](15_finetuning.ipynb) after supervised fine-tuning), and is measured on the same **held-out** sums, questions fine-tuning never asked. Two
+ways to ask:
+
+- **greedy**: the single most likely reply, what the chat box shows;
+- **sampled**: sixteen replies per question at temperature 1, scored by the exact-answer verifier. pass@1 is the
+  share of right samples (the chance that one sample is right), pass@16 the chance that at least one of sixteen
+  is ([Chen et al., 2021](../book/references.md#cite-chen2021evaluating)'s estimator, [chapter 14](14_measuring.ipynb)).
+
+The floor every score must beat is the **best constant reply**: the single answer that is right most often on these
+questions. Every sample below uses the same seed before and after training (common random numbers), so that the
+before-and-after differences are paired question by question.
+""")
+
+code("c16-start-run", r"""
+t0 = time.perf_counter()
+assistant = A.load_assistant_lm()
+template = A.chat_template()
+TASK = A.INTERMEDIATE  # "add": the sum of two two-digit numbers
+N_SAMPLES, EVAL_SEED = 16, 12345  # samples per question; one sampling seed for every evaluation (paired)
+held = A.heldout_examples(TASK, 100)  # held-out sums: never asked in fine-tuning
+best_reply, best = A.best_constant(held)
+
+
+def greedy_right(model, questions):
+    # 1.0 where the model's greedy reply is exactly the answer, else 0.0 (one per question).
+    out = replies(model, template, [e.chat(with_answer=False) for e in questions], max_new_tokens=8)
+    return np.array([R.exact_answer(a, e) for a, e in zip(out, questions)])
+
+
+def distinct(rows):
+    # The mean number of different answers among each question's samples.
+    return float(np.mean([len({x.strip() for x in row}) for row in rows]))
+
+
+before_c, before_rows = sampled_correct(assistant, template, held, N_SAMPLES, seed=EVAL_SEED)
+before_1, before_16 = pass_at_k_counts(before_c, N_SAMPLES, 1), pass_at_k_counts(before_c, N_SAMPLES, 16)
+print(f"the assistant: {sum(p.numel() for p in assistant.parameters()):,} parameters; task {TASK!r}, "
+      f"{len(held)} held-out questions, e.g. {held[0].prompt!r} -> {held[0].answer!r}")
+print(f"greedy accuracy {greedy_right(assistant, held).mean():.3f}; sampled pass@1 {before_1.mean():.3f}, "
+      f"pass@16 {before_16.mean():.3f}; {distinct(before_rows):.2f} different answers per question")
+print(f"best constant reply {best_reply!r}: right on {best:.3f} of the questions")
+print("one question's sixteen samples:", before_rows[0], "answer", held[0].answer)
+SECONDS["the starting point"] = time.perf_counter() - t0
+""")
+
+# ------------------------------------------------------------------------------------------------ DPO
+md("c16-dpo-intro", rf"""
 ## DPO: a loss from preferences
 
-Suppose people prefer reply $y_w$ to reply $y_l$ with probability $\sigma(r(x, y_w) - r(x, y_l))$ for some
-unknown reward $r$ (the Bradley-Terry model; $\sigma$ is the logistic function). RLHF maximises
-$\mathbb{E}[r(x, y)] - \beta\,\mathrm{KL}(\pi \,\|\, \pi_\text{ref})$: the reward, minus a price for leaving the
-reference model $\pi_\text{ref}$ (the assistant before this step). That objective has an exact maximiser,
-$\pi^*(y|x) = \pi_\text{ref}(y|x)\, e^{r(x,y)/\beta} / Z(x)$. Solve it for $r$ and put that into Bradley-Terry:
-the unknown $Z(x)$ cancels in the difference, and what remains is a loss on the policy alone
-(Rafailov et al. 2023, sections 3-4):
+Suppose people, or a program, prefer reply $y_w$ to reply $y_l$ of the same prompt $x$ with probability
 
-$$\mathcal{L} = -\log \sigma\Big(\beta\big[\log\tfrac{\pi(y_w|x)}{\pi_\text{ref}(y_w|x)} - \log\tfrac{\pi(y_l|x)}{\pi_\text{ref}(y_l|x)}\big]\Big)$$
+$$P(y_w \succ y_l \mid x) = \sigma\big(r(x, y_w) - r(x, y_l)\big)$$
 
-Each $\log \pi(y|x)$ is the **sum** of the reply's token log-probabilities (the chain rule), over the reply's
-tokens only, with chapter 15's mask. $\beta \log(\pi/\pi_\text{ref})$ is the reply's *implicit reward*; the
-difference of the two is the *margin*, and the loss sees only the margin.
+for some unknown reward $r$, where $\sigma$ is the logistic function: the model of paired comparisons of
+[Bradley and Terry (1952)]({REF}bradley1952rank). Reinforcement learning from human feedback fits a reward model to
+such comparisons and then trains the policy $\pi$ to maximise the reward minus a price for leaving the reference
+model $\pi_\text{{ref}}$ (the model before this step) ([Christiano et al., 2017]({REF}christiano2017deep);
+[Ouyang et al., 2022]({REF}ouyang2022training)):
 
-Before any step the policy *is* the reference, every log-ratio is 0, and the loss is $-\log\sigma(0) = \ln 2$
-exactly. A loss that stays there means nothing moved. The cell checks it on real pairs.
+$$\max_\pi\ \mathbb{{E}}_{{y \sim \pi(\cdot|x)}}\big[r(x, y)\big] - \beta\, \mathrm{{KL}}\big(\pi(\cdot|x)\,\|\,\pi_\text{{ref}}(\cdot|x)\big)$$
+
+[Rafailov et al. (2023)]({REF}rafailov2023direct) noticed that this objective has an exact maximiser,
+$\pi^*(y|x) = \pi_\text{{ref}}(y|x)\, e^{{r(x,y)/\beta}} / Z(x)$. Solve it for the reward,
+$r(x, y) = \beta \log \frac{{\pi^*(y|x)}}{{\pi_\text{{ref}}(y|x)}} + \beta \log Z(x)$, and put that into Bradley-Terry: the
+unknown $Z(x)$ is the same for both replies and cancels in the difference. What is left is the negative
+log-likelihood of the preferences, written with the policy alone:
+
+$$\mathcal{{L}}_\text{{DPO}} = -\log \sigma\Big(\beta\Big[\log\frac{{\pi(y_w|x)}}{{\pi_\text{{ref}}(y_w|x)}} - \log\frac{{\pi(y_l|x)}}{{\pi_\text{{ref}}(y_l|x)}}\Big]\Big)$$
+
+No reward model to train, no sampling while training: a classification loss on pairs. What learners ask about it:
+
+- **Sum or mean over tokens?** The sum. $\log \pi(y|x)$ is the log-probability of the whole reply, the sum of its
+  tokens' log-probabilities by the chain rule, over the reply's tokens only ([chapter 15](15_finetuning.ipynb)'s loss mask, its end token
+  included). A per-token mean is another objective, which changes how length is paid; TRL and the paper's code sum.
+- **Which way does $\beta$ go?** $\beta$ is the price of the KL term, so a **larger $\beta$ keeps the policy closer to
+  the reference**. In the loss it multiplies the log-ratio difference: with a large $\beta$ a small difference already
+  brings the loss near zero and the pull stops; with a small $\beta$ the loss keeps pulling until the log-ratios
+  have moved far. (Popular tutorials have printed this backwards.)
+- **Why $\ln 2$?** Before the first step the policy *is* the reference: every log-ratio is 0 and the loss is
+  $-\log\sigma(0) = \ln 2$ exactly, whatever the pairs. A loss that stays there means that nothing moved (a frozen
+  model, or a "reference" that is the policy object itself).
+- **Where is the KL?** Nowhere as a term: it is inside $\beta$, through the derivation.
+- $\beta \log \frac{{\pi(y|x)}}{{\pi_\text{{ref}}(y|x)}}$ is called the reply's **implicit reward**, and the difference of the two
+  the **margin**. The loss sees only the margin, which is why the next section watches the chosen reply's own
+  log-probability too.
+
+The figure draws one pair through the loss, and on the right the loss of a pair against the log-ratio difference
+$d$ at two values of $\beta$, from the formula.
+""")
+
+code("c16-dpo-diagram", r"""
+fig = dpo_diagram(betas=(0.1, 1.0))
+plt.show()
+""", alt="DPO's pairwise objective: a prompt with a chosen and a rejected reply, each scored by the policy minus the "
+         "frozen reference as log-probabilities summed over the reply's tokens; beta times their difference is the "
+         "margin and minus log sigma of the margin is the loss. An inset plots the loss against the log-ratio "
+         "difference d for beta 0.1 and beta 1: both pass through ln 2 at d = 0, the beta 1 curve is steeper and "
+         "reaches zero within a few nats.")
+
+md("c16-pairs-intro", r"""
+### Pairs from the assistant's own samples
+
+Preference data for a chat model is usually collected from people. Here a program makes it, from the assistant's
+own replies: for each training sum, eight samples at temperature 1; where they hold both a right sum and a wrong
+one, the first right reply (the *chosen*) and the first wrong one (the *rejected*) make a pair. A question whose
+samples are all right or all wrong gives no pair: it says nothing about a preference. The held-out pairs come the
+same way from held-out sums. These are **on-policy** pairs, replies the model itself writes, the kind the
+likelihood-displacement literature finds hardest, since the two replies often differ in one digit.
+
+The cell also checks the loss at step 0 on every training pair.
 """)
 
 code("c16-pairs", r"""
-# pairs from the assistant's own samples: a verified sum against a wrong one, on questions where 8 samples hold both
 t0 = time.perf_counter()
-train_pairs = sampled_pairs(assistant, template, S.examples(TASK, "train", 192, seed=5), 8, seed=1)
-held_pairs = sampled_pairs(assistant, template, A.heldout_examples(TASK, 100, seed=300), 8, seed=2)
+PAIR_QUESTIONS, PAIR_SAMPLES = 128, 8
+train_pairs = sampled_pairs(assistant, template, S.examples(TASK, "train", PAIR_QUESTIONS, seed=5), PAIR_SAMPLES,
+                            seed=1)
+held_pairs = sampled_pairs(assistant, template, A.heldout_examples(TASK, 80, seed=300), PAIR_SAMPLES, seed=2)
+
+
 def rendered(pairs):
+    # The chosen and the rejected conversations of each (example, chosen, rejected), rendered by the chat template.
     both = [D.preference_pair(template, e.chat(with_answer=False), c, r) for e, c, r in pairs]
-    return [a for a, _ in both], [b for _, b in both]
+    return [c for c, _ in both], [r for _, r in both]
+
+
 train_c, train_r = rendered(train_pairs)
 held_c, held_r = rendered(held_pairs)
-e, c, r = train_pairs[0]
-print(f"{len(train_pairs)} training pairs, {len(held_pairs)} held-out pairs ({time.perf_counter() - t0:.1f} s)")
-print(f"for example: {e.prompt!r}  chosen {c!r}  rejected {r!r}")
+print(f"{len(train_pairs)} training pairs from {PAIR_QUESTIONS} training sums, {len(held_pairs)} held-out pairs; "
+      "for example:")
+for e, c, r in train_pairs[:3]:
+    print(f"  {e.prompt!r}: chosen {c!r}, rejected {r!r}")
 with torch.no_grad():
-    step0 = D.dpo_batch_loss(copy.deepcopy(assistant), assistant, train_c[:16], train_r[:16], beta=0.1)
-print(f"loss at step 0: {step0.loss.item():.6f}   ln 2 = {math.log(2):.6f}   margins all 0: "
-      f"{bool((step0.margins == 0).all())}")
-assert abs(step0.loss.item() - math.log(2)) < 1e-6
+    step0 = D.dpo_batch_loss(copy.deepcopy(assistant), assistant, train_c, train_r, beta=0.1)
+print(f"DPO loss at step 0: {step0.loss.item():.7f}; ln 2 = {math.log(2):.7f}; "
+      f"largest |margin| {step0.margins.abs().max().item():.1e}")
+assert abs(step0.loss.item() - math.log(2)) < 1e-6  # the policy is the reference: every log-ratio is 0
+SECONDS["DPO pairs"] = time.perf_counter() - t0
+""")
+
+md("c16-ex1", r"""
+<div class="exercise" id="ex-16-1">
+
+**Exercise 16.1 (build, checked): the DPO loss.** Write `my_dpo_loss(policy_logps, ref_logps, mask, beta)`.
+`policy_logps` and `ref_logps` are (2B, T): the log-probability of each reply token under the policy and under the
+reference, the B chosen replies in the first B rows and their rejected replies in the last B (rows $i$ and $B + i$
+answer the same prompt; this is how TRL batches them); `mask` (2B, T) is True on the reply's tokens and False on
+the padding. Return the mean loss over the pairs, a scalar tensor. The checker tries a pair at step 0, replies of
+different lengths, one pair, and a large $\beta$, and says what differs: a mean instead of a sum, $\beta$ on the
+wrong side, the padding counted, the sides swapped.
+
+</div>
+""")
+
+code("c16-ex1-stub", r"""
+from minitfm.exercises import check_dpo_loss, check_group_advantages
+
+
+def my_dpo_loss(policy_logps, ref_logps, mask, beta):
+    # -> the mean over the B pairs of -log sigma(beta * (chosen log-ratio - rejected log-ratio))
+    raise NotImplementedError  # your code here
+""")
+
+code("c16-ex1-check", r"""
+check_dpo_loss(my_dpo_loss);
+""")
+
+md("c16-ex1-solution", r"""
+<details class="solution">
+<summary>Solution (click to open)</summary>
+
+```python
+import torch.nn.functional as F
+
+def my_dpo_loss(policy_logps, ref_logps, mask, beta):
+    seq = (policy_logps * mask).sum(dim=1)  # log pi(y|x): the sum over the reply's tokens
+    seq_ref = (ref_logps * mask).sum(dim=1)
+    b = seq.shape[0] // 2
+    chosen_ratio = seq[:b] - seq_ref[:b]  # log pi(y_w|x) / pi_ref(y_w|x)
+    rejected_ratio = seq[b:] - seq_ref[b:]
+    return -F.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()
+```
+
+`F.logsigmoid` is the stable form of `torch.log(torch.sigmoid(...))`, which returns `-inf` for a large negative
+margin. The library's `minitfm.preferences.dpo.dpo_loss` takes the four summed log-probabilities and returns the
+rewards, margins and accuracy as well; it is tested equal to TRL's `DPOTrainer`.
+
+</details>
 """)
 
 md("c16-dpo-rules", r"""
+<a id="ch16-claim-beta"></a>
 ### DPO at two values of β
 
-The run trains a copy of the assistant on the training pairs, two epochs in batches of 16, once with $\beta = 0.1$
-(TRL's default) and once with $\beta = 1$, and measures on the **held-out** pairs and questions:
+The run trains a copy of the assistant (every weight, Adam, two epochs over the training pairs in batches of 16)
+once with $\beta = 0.1$, TRL's default, and once with $\beta = 1$ (one seed each, for the time budget: the seed
+only orders the batches, and the effects below are large), and measures:
 
-- **preference accuracy** (the share of held-out pairs with a positive margin) and the mean margin;
-- **task accuracy**, greedy, on 200 held-out sums before and after, as a paired difference with its 95% bootstrap
-  interval ([chapter 14](14_measuring.ipynb));
-- **drift**: the KL divergence from the reference per reply (on the policy's own samples) and the bits per byte of
-  held-out prose (what [chapter 15](15_finetuning.ipynb) used to measure forgetting);
-- the **chosen log-probability** $\log \pi(y_w|x)$, averaged over the training pairs.
+- on the **held-out pairs**: the preference accuracy (the share with a positive margin) and the mean margin;
+- **task accuracy**: greedy, on 200 held-out sums, before and after, as a paired difference with its 95% bootstrap
+  interval;
+- **drift from the reference**: the KL divergence per reply, $\mathbb{E}_{y\sim\pi}[\log \pi(y|x) - \log
+  \pi_\text{ref}(y|x)]$ on the policy's own samples, and the bits per byte of the held-out prose of
+  [chapter 15](15_finetuning.ipynb);
+- the **chosen log-probability**, $\log \pi(y_w|x)$ averaged over the training pairs, and the rejected one.
 
-Rule stated before the run, as people state it: **a larger β stays closer to the reference** (β is the price
-of the KL term). Confirmed on a seed if the β = 1 run's KL per reply is below the β = 0.1 run's.
+Rules stated before the run:
+
+1. *DPO learns the preference*: confirmed if every run's held-out preference accuracy is above 0.5.
+2. *A larger β stays closer to the reference*: on each seed, the β = 1 run's KL per reply is below the β = 0.1 run's.
+3. *Learning the preference costs the task here*: on each seed, the β = 0.1 run's greedy accuracy falls, its paired
+   interval below 0.
+4. *Likelihood displacement*: on each seed at β = 0.1, the chosen log-probability falls while the held-out margin
+   is positive.
 """)
 
 code("c16-dpo-run", r"""
-DPO_SEEDS, DPO_LR, DPO_EPOCHS, BETAS = [0, 1], 1e-4, 2, (0.1, 1.0)
-held_q = A.heldout_examples(TASK, 200)
-def greedy_right(model):
-    out = replies(model, template, [e.chat(with_answer=False) for e in held_q], max_new_tokens=8)
-    return np.array([a.strip() == e.answer for a, e in zip(out, held_q)], dtype=float)
-right0 = greedy_right(assistant)
+t0 = time.perf_counter()
+BETAS, DPO_SEEDS, DPO_LR, DPO_EPOCHS = (0.1, 1.0), [0], 1e-4, 2
+acc_q = A.heldout_examples(TASK, 200)  # greedy task accuracy before and after
+right0 = greedy_right(assistant, acc_q)
 with torch.no_grad():
     chosen0 = D.sequence_log_probs(assistant, train_c).mean().item()
     rejected0 = D.sequence_log_probs(assistant, train_r).mean().item()
 bpb0 = heldout_bits_per_byte(assistant, 8)
 dpo = {}
-t0 = time.perf_counter()
 for beta in BETAS:
     for seed in DPO_SEEDS:
-        torch.manual_seed(seed)
-        policy = copy.deepcopy(assistant)
-        opt = torch.optim.Adam(policy.parameters(), lr=DPO_LR)
-        order_gen = torch.Generator().manual_seed(seed)
-        for epoch in range(DPO_EPOCHS):
-            order = torch.randperm(len(train_c), generator=order_gen).tolist()
-            for i in range(0, len(order), 16):
-                idx = order[i:i + 16]
-                out = D.dpo_batch_loss(policy, assistant, [train_c[j] for j in idx], [train_r[j] for j in idx],
-                                       beta=beta)
-                opt.zero_grad()
-                out.loss.backward()
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-                opt.step()
-        policy.eval()
+        policy, hist = dpo_train(assistant, template, train_pairs, beta=beta, lr=DPO_LR, epochs=DPO_EPOCHS, seed=seed)
         with torch.no_grad():
-            held = D.dpo_batch_loss(policy, assistant, held_c, held_r, beta=beta)
+            out = D.dpo_batch_loss(policy, assistant, held_c, held_r, beta=beta)
             chosen = D.sequence_log_probs(policy, train_c).mean().item()
             rejected = D.sequence_log_probs(policy, train_r).mean().item()
-        diff = paired_bootstrap(greedy_right(policy), right0, rng=np.random.default_rng(seed), n_resamples=2000)
-        dpo[beta, seed] = dict(pref_acc=held.accuracy, margin=held.margins.mean().item(), task_diff=diff.difference,
-                               low=diff.low, high=diff.high, kl=policy_kl(policy, assistant, template, held_q[:50]),
-                               bpb=heldout_bits_per_byte(policy, 8), chosen=chosen, rejected=rejected)
-print(f"DPO: {len(BETAS) * len(DPO_SEEDS)} runs in {time.perf_counter() - t0:.1f} s")
-print(f"before: greedy accuracy {right0.mean():.3f}, prose {bpb0:.4f} bits per byte, chosen log-prob {chosen0:.3f}, "
-      f"rejected {rejected0:.3f}")
-for key in ("pref_acc", "margin", "task_diff", "kl", "bpb", "chosen", "rejected"):
-    print(seed_table({f"beta={b} {key}": [dpo[b, s][key] for s in DPO_SEEDS] for b in BETAS}, DPO_SEEDS))
+        diff = paired_bootstrap(greedy_right(policy, acc_q), right0, rng=np.random.default_rng(seed), n_resamples=2000)
+        dpo[beta, seed] = dict(pref=out.accuracy, margin=out.margins.mean().item(), task=diff.difference,
+                               low=diff.low, high=diff.high, chosen=chosen, rejected=rejected, hist=hist,
+                               kl=policy_kl(policy, assistant, template, acc_q[:50], n=4, seed=0),
+                               bpb=heldout_bits_per_byte(policy, 8))
+    if beta == BETAS[0]:
+        dpo_policy = policy  # kept for the side-by-side comparison at the end
+print(f"before: greedy accuracy {right0.mean():.3f}; chosen log-prob {chosen0:.3f}, rejected {rejected0:.3f}; "
+      f"prose {bpb0:.3f} bits per byte (a uniform guess over the {assistant.config.vocab_size} ids: "
+      f"{math.log2(assistant.config.vocab_size):.3f})")
+rows = {}
+for beta in BETAS:
+    for key, name in [("pref", "held-out pref. accuracy"), ("margin", "held-out margin"), ("task", "greedy acc. change"),
+                      ("low", "  its interval, low"), ("high", "  its interval, high"), ("kl", "KL per reply (nats)"),
+                      ("bpb", "prose bits per byte"), ("chosen", "chosen log-prob"), ("rejected", "rejected log-prob")]:
+        rows[f"beta {beta:g}: {name}"] = [dpo[beta, s][key] for s in DPO_SEEDS]
+print(seed_table(rows, DPO_SEEDS))
+SECONDS["DPO, 4 runs"] = time.perf_counter() - t0
 """)
 
 code("c16-dpo-verdict", r"""
-print(judge("KL per reply at beta=1 below the KL at beta=0.1", [dpo[1.0, s]["kl"] < dpo[0.1, s]["kl"] for s in DPO_SEEDS]))
-print(judge("held-out preference accuracy above 0.5 at beta=0.1", [dpo[0.1, s]["pref_acc"] > 0.5 for s in DPO_SEEDS]))
-print(judge("task accuracy up, its paired interval above 0 (beta=0.1)", [dpo[0.1, s]["low"] > 0 for s in DPO_SEEDS]))
-print(judge("the chosen log-probability falls (beta=0.1)", [dpo[0.1, s]["chosen"] < chosen0 for s in DPO_SEEDS]))
+print(judge("DPO learns the preference: held-out preference accuracy above 0.5",
+            [dpo[b, s]["pref"] > 0.5 for b in BETAS for s in DPO_SEEDS], unit="runs"))
+print(judge("a larger beta stays closer: the KL per reply at beta=1 is below the KL at beta=0.1",
+            [dpo[1.0, s]["kl"] < dpo[0.1, s]["kl"] for s in DPO_SEEDS]))
+print(judge("at beta=0.1 greedy accuracy falls, its paired 95% interval below 0",
+            [dpo[0.1, s]["high"] < 0 for s in DPO_SEEDS]))
+print(judge("likelihood displacement at beta=0.1: the chosen log-probability falls while the held-out margin is positive",
+            [dpo[0.1, s]["chosen"] < chosen0 and dpo[0.1, s]["margin"] > 0 for s in DPO_SEEDS]))
 """)
 
-md("c16-dpo-chosen", r"""
-If the chosen log-probability falls while the margins rise, nothing is broken: the loss sees only the margin, so
-both log-probabilities may fall as long as the rejected one falls faster. The probability the chosen reply loses
-goes to replies that are on neither side of any pair (Razin et al. 2024 call this *likelihood displacement*).
+code("c16-dpo-curves", r"""
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.3))
+for beta, style in zip(BETAS, ("-", "--")):
+    h = dpo[beta, DPO_SEEDS[0]]["hist"]
+    for ax, values in zip(axes, (h.loss, h.margin, h.chosen)):
+        ax.plot(values, style, label=f"beta = {beta:g}")
+axes[0].axhline(math.log(2), color="grey", lw=0.8)
+axes[2].axhline(chosen0, color="grey", lw=0.8)
+for ax, title in zip(axes, ("DPO loss (grey: ln 2)", "mean margin of the batch", "chosen log-prob (grey: before)")):
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("optimiser step")
+axes[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+""", alt="Three panels against the optimiser step for the first seed, one line per beta (0.1 solid, 1 dashed): the "
+         "DPO loss starting at ln 2 (grey line) and falling, the batch's mean margin rising, and the chosen "
+         "replies' mean log-probability against its value before training (grey line).")
+
+md("c16-dpo-reading", rf"""
+**Reading the run.** Your verdicts are printed above; this paragraph describes the book's run. DPO learned the
+preference on held-out pairs at both values of $\beta$, and at $\beta = 0.1$ it made the assistant *worse* at the
+task: the model now ranks a right sum above a wrong one more often than chance, and says the right sum first less
+often than before. Three things explain it.
+
+- **Only the margin is trained.** The chosen log-probability fell while the margins grew: both replies lost
+  probability, the rejected one faster. The probability they lost went to replies in neither side of any pair.
+  [Razin et al. (2025)]({REF}razin2025unintentional) call this **likelihood displacement** and show that it is
+  strongest when the two replies are similar, as here, where the replies are sums that often share a digit. It is
+  not a bug in the loss; it is what the loss asks for. (The answer to the common question "the chosen reward goes
+  down, is my training broken?" is no: look at the margin, and at what the model now says.)
+- **β is the leash.** At $\beta = 1$ the same data moved the policy much less (its KL per reply is the smaller one),
+  the chosen log-probability stayed closer to where it was, and the task suffered less: the rule "a larger β stays
+  closer to the reference" held in the book's run, and your verdict above says whether it held in yours.
+- **Prose cannot show the drift here.** The assistant already writes the book's prose *worse than a uniform guess*
+  (its bits per byte are above $\log_2 V$, printed beside it): the fine-tuning of [chapter 15](15_finetuning.ipynb) spent that ability. The
+  prose column barely moves, so the KL on the task's own replies is the measure of drift that can be read.
+
+A DPO success on these pairs would need a smaller step (fewer epochs, a lower learning rate, a larger $\beta$) or
+pairs whose rejected side the model actually prefers; [exercise 16.4](#ex-16-4) tries one. The lesson that transfers
+to large models is the measurement: preference accuracy alone cannot tell learning the preference from learning the
+task, and a paired task score with its interval can.
 """)
 
-md("c16-grpo-intro", r"""
-## GRPO: learning from a reward
+# ------------------------------------------------------------------------------------------------ GRPO
+md("c16-grpo-intro", rf"""
+## GRPO: learning from a reward a program computes
 
-One GRPO step (Shao et al. 2024, section 4.1), as `minitfm.preferences.grpo` runs it:
+DPO needs pairs that someone ranked. For a sum, a program can do better than rank: it can check. A **verifiable
+reward** scores each reply, 1 if it is the answer and 0 otherwise (`minitfm.preferences.rewards.exact_answer`,
+the check of [chapter 15](15_finetuning.ipynb)). Reinforcement learning then makes high-reward replies more likely. The policy-gradient
+estimate of how to do that is noisy, and PPO ([Schulman et al., 2017]({REF}schulman2017proximal)), as InstructGPT
+used it, reduces the noise with a learned value network as a baseline. GRPO
+([Shao et al., 2024]({REF}shao2024deepseekmath)) drops the value network and uses the other replies to the same
+question as the baseline. One step, as `minitfm.preferences.grpo` runs it:
 
-1. **sample** a group of $G$ replies to each of a few training questions (`sample_groups`, seeded, KV cache);
-2. **score** each with a program (`rewards.exact_answer`: 1 if the reply is the sum, else 0);
-3. **advantages relative to the group**: $A_i = (r_i - \bar r)/(\mathrm{std}(r) + 10^{-4})$; a group whose
-   replies all scored the same has $A = 0$ and teaches nothing;
-4. **the loss**: every token of a reply gets its reply's advantage, $-A \cdot \pi/\pi_\text{old}$, clipped as in PPO;
-   on-policy (one step per sample) the ratio is 1, the loss's *value* is about 0, and its *gradient* is the
-   policy gradient (the tests check both);
-5. optionally **a KL penalty** to the reference, per token, with Schulman's k3 estimator.
+1. **Sample** a group of $G$ replies to each of a few training questions.
+2. **Score** each reply with the verifier.
+3. **Advantages relative to the group**: $A_i = (r_i - \bar r)/(\mathrm{{std}}(r) + 10^{{-4}})$, the group's mean and
+   (unbiased) standard deviation. A reply that beat its group gets $A > 0$, one that fell short $A < 0$. A group
+   whose rewards are all equal has $A = 0$ everywhere.
+4. **The loss**: every token of reply $i$ gets the reply's advantage, $-A_i \cdot \rho_t$ with the ratio
+   $\rho_t = \pi(y_t)/\pi_\text{{old}}(y_t)$ clipped to $[1-\epsilon, 1+\epsilon]$ as in PPO, averaged over tokens.
+   Here every batch is sampled by the current policy and used for one step (on-policy), so $\rho = 1$ and the clip
+   never acts; the gradient is the policy gradient $-\sum A_i \nabla \log \pi(y_t)$ over the tokens.
+5. **Optionally, a KL penalty**: $\beta$ times an estimate of $\mathrm{{KL}}(\pi \| \pi_\text{{ref}})$ per token
+   (Schulman's "k3" estimator $\frac{{\pi_\text{{ref}}}}{{\pi}} - \log\frac{{\pi_\text{{ref}}}}{{\pi}} - 1 \ge 0$),
+   added to the loss. PPO as InstructGPT ran it put the KL into the reward instead; TRL's default is no KL at all.
 
-**What this run trains.** The probe behind this chapter (`drafts/ch16/probe.py`) found that at a budget of
-seconds, GRPO on all 1.2 million parameters of the assistant does not raise its accuracy on sums at any learning
-rate it tried: the few hundred sampled replies carry too little signal, and the noise in each step costs more
-than the signal gains. Here GRPO trains only the gain of the final RMSNorm, 128 numbers that scale the features
-the output layer reads: the smallest policy with room to learn what the reward asks. It can make the model surer
-of what it already prefers; it cannot teach it arithmetic.
+Answers to what learners ask:
 
-**Rule stated before the run** (the issue's success rule): on each seed, the held-out pass@1 (16 samples per
-question at temperature 1, the same 100 held-out sums) rises, the 95% paired bootstrap interval of the rise lies
-above 0, and pass@1 after is above the best constant reply's accuracy.
+- **"My GRPO loss is 0."** On-policy, the ratio is 1 and the advantages of each group sum to 0, so the loss's *value*
+  is about 0 (exactly 0 when all replies have the same length). Its *gradient* is not 0: it is the policy gradient.
+  Watch the reward, the share of groups that teach nothing, and the gradient norm, not the loss.
+- **"Sum or mean over tokens?"** A mean, and *which* mean is a choice with consequences. The DeepSeekMath paper
+  averages each reply's tokens and then the replies, so a token of a long reply weighs less; Dr. GRPO
+  ([Liu et al., 2025]({REF}liu2025understanding)) showed that this favours long wrong replies and divides by a
+  constant instead; DAPO ([Yu et al., 2025]({REF}yu2025dapo)) averages over every token of the batch, which is TRL's
+  default (`loss_type="dapo"`) and this chapter's.
+- **"Where does the KL go?"** Into the loss, per token, if anywhere. Dr. GRPO and DAPO drop it for verifiable
+  rewards; DeepSeek-R1 kept a small one. This chapter trains without it, except where the failure below asks what
+  it changes.
+
+The figure runs one step's arithmetic on one group, from the formula.
+""")
+
+code("c16-grpo-diagram", r"""
+fig = grpo_diagram(replies=("85", "85", "75", "86", "85", "8"), answer="85", wrong_group=("84", "86", "75", "8"))
+plt.show()
+""", alt="One GRPO step: a prompt, the policy samples a group of six replies to 47 + 38, a program scores each 1 or 0, "
+         "and each reply's advantage is its reward minus the group mean over the group's standard deviation, "
+         "positive cells shaded blue and negative pink; the loss makes the positive replies more likely and the "
+         "negative ones less. Beside it a group of four wrong replies has advantage 0 in every cell: it teaches "
+         "nothing.")
+
+md("c16-ex2", r"""
+<div class="exercise" id="ex-16-2">
+
+**Exercise 16.2 (build, checked): group advantages.** Write `my_advantages(rewards)` for an (N, G) tensor of
+rewards, row $i$ the G replies to prompt $i$: subtract each group's mean and divide by the group's standard
+deviation plus $10^{-4}$. Which standard deviation? The checker expects the unbiased one (divide by $G - 1$), as
+TRL and DeepSeekMath's code compute it; it tells you if you divided by the biased one, by the whole batch's, by
+nothing (that is Dr. GRPO's choice), or if a group of equal rewards gave you NaN. Before you run it, predict the
+advantages of the group [1, 1, 1, 0].
+
+</div>
+""")
+
+code("c16-ex2-stub", r"""
+def my_advantages(rewards):
+    # (N, G) rewards -> (N, G) advantages: (r - group mean) / (group std + 1e-4)
+    raise NotImplementedError  # your code here
+""")
+
+code("c16-ex2-check", r"""
+check_group_advantages(my_advantages);
+""")
+
+md("c16-ex2-solution", r"""
+<details class="solution">
+<summary>Solution (click to open)</summary>
+
+```python
+def my_advantages(rewards):
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    return centred / (rewards.std(dim=1, keepdim=True) + 1e-4)  # torch.std is unbiased by default
+```
+
+For [1, 1, 1, 0] the mean is 0.75 and the unbiased standard deviation 0.5, so the three right replies get
+$+0.25/0.5 = +0.5$ and the wrong one $-0.75/0.5 = -1.5$: the rare reply carries the large advantage. With the biased
+standard deviation (0.433) they would be $+0.58$ and $-1.73$. Dividing by the standard deviation gives a group that
+is nearly all right, or nearly all wrong, as much total weight as a balanced one; Dr. GRPO argues that this biases
+training towards the questions that are too easy or too hard, and leaves it out (`scale="none"` in
+`minitfm.preferences.grpo.group_advantages`).
+
+</details>
+""")
+
+md("c16-flat-rule", r"""
+<a id="ch16-claim-flat"></a>
+### Rule of thumb: a group whose rewards are all equal teaches nothing
+
+Every reply of such a group has advantage 0, so its tokens add nothing to the policy gradient. That is the rule as
+people state it; it is worth checking, because the group is not quite absent: with the DAPO normalisation its
+tokens still count in the denominator, so they *dilute* the step that the other groups take, which is why DAPO
+drops them and samples more ("dynamic sampling"). The cell samples a batch of 16 training sums, 8 replies each,
+and computes the gradient of the loss three ways: on the all-equal groups alone; on the whole batch; and on the
+batch without them. Rule stated before the run: **confirmed** if the all-equal groups' gradient is exactly zero and
+the whole batch's gradient is the gradient without them scaled by the share of tokens they leave (same direction,
+smaller step); **contradicted** otherwise. The cell also prints the loss's value and the gradient's norm: the loss
+near 0, the gradient not.
+""")
+
+code("c16-flat", r"""
+t0 = time.perf_counter()
+flat_q = S.examples(TASK, "train", 16, seed=77)
+g = G.sample_groups(assistant, template, [e.chat(with_answer=False) for e in flat_q], 8, seed=7, max_new_tokens=8)
+r = torch.tensor([R.exact_answer(x, flat_q[i // 8]) for i, x in enumerate(g.replies)]).view(16, 8)  # (N, G)
+adv = G.group_advantages(r).flatten()
+flat_rows = (r.std(dim=1) == 0).repeat_interleave(8)  # the rows of groups whose rewards are all equal
+probe = copy.deepcopy(assistant)
+
+
+def gradient(rows, num_tokens):
+    # The GRPO (dapo) loss of the chosen rows, normalised by num_tokens, and its gradient as one flat vector.
+    probe.zero_grad()
+    lp = G.completion_log_probs(probe, g.prompt[rows], g.completion[rows], prompt_mask=g.prompt_mask[rows])
+    out = G.grpo_loss(lp, None, adv[rows], g.completion_mask[rows], loss_type="dapo", num_tokens=num_tokens)
+    out.loss.backward()
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in probe.parameters()])
+    return out.loss.item(), flat
+
+
+tokens = g.completion_mask.sum(dim=1)  # completion tokens per row
+n_flat = int(flat_rows.sum()) // 8
+print(f"{n_flat} of {len(flat_q)} groups have all-equal rewards ({int((r.sum(1) == 8).sum())} all right, "
+      f"{int((r.sum(1) == 0).sum())} all wrong)")
+if 0 < n_flat < len(flat_q):
+    _, grad_flat = gradient(flat_rows, int(tokens.sum()))
+    loss_all, grad_all = gradient(torch.ones_like(flat_rows), int(tokens.sum()))
+    _, grad_kept = gradient(~flat_rows, int(tokens[~flat_rows].sum()))
+    share = tokens[~flat_rows].sum().item() / tokens.sum().item()
+    rel = ((grad_all - share * grad_kept).norm() / grad_all.norm()).item()
+    print(f"the all-equal groups' gradient: largest |entry| {grad_flat.abs().max().item():.1e}")
+    print(f"whole batch: loss {loss_all:+.4f}, gradient norm {grad_all.norm().item():.3f}; without the all-equal "
+          f"groups the gradient is {1 / share:.2f} times larger (their share of tokens {1 - share:.2f}), relative "
+          f"difference after scaling {rel:.1e}")
+    word = "confirmed" if grad_flat.abs().max().item() == 0 and rel < 1e-4 else "contradicted"
+    print(verdict(word, "all-equal groups add exactly nothing to the gradient, and with the dapo normalisation they only "
+                  f"shrink the step by their share of tokens (rule: zero gradient and a relative difference below 1e-4)"))
+    assert grad_flat.abs().max().item() == 0 and rel < 1e-4  # advantages of exactly 0: a gradient of exactly 0
+else:
+    print(verdict("not testable here", "this batch has no group with all-equal rewards, or only such groups"))
+SECONDS["all-equal groups"] = time.perf_counter() - t0
+""")
+
+md("c16-grpo-what", r"""
+<a id="ch16-claim-grpo"></a>
+### GRPO on sums: what trains, and the rule
+
+**What this run trains, and why not everything.** The probe behind this chapter (`drafts/ch16/NOTES.md` in the
+repository) ran GRPO on all 1.2 million weights of the assistant at learning rates from $3 \times 10^{-5}$ to
+$10^{-3}$, at the budget of seconds this chapter has (20 steps of 64 sampled replies). None raised held-out pass@1:
+small rates changed nothing measurable, larger ones made it worse, and the training reward fell with it. A step of
+the policy gradient estimated from 64 replies carries a little signal and a lot of noise; spread over a million
+weights, the noise wins. Large-scale runs buy their signal with thousands of replies per step and hundreds of steps.
+So this run trains only the **gain of the final RMSNorm**: 128 numbers that scale the features the output layer
+reads, a policy that can move the confidence of every prediction but has no room to learn new arithmetic.
+[Exercise 16.3](#ex-16-3) runs the full-parameter version, so that you can see it fail.
+
+**The run**: 20 steps, each 8 training sums times a group of 8 replies at temperature 1, the exact-answer reward,
+the DAPO loss, Adam at a learning rate of 0.1 (large, because 128 gains move little), no KL; three seeds (each
+seed draws other training sums and other samples).
+
+**Rule stated before the run** (the success criterion): on each seed, held-out pass@1 rises, the 95% paired
+bootstrap interval of the rise lies above 0, and pass@1 after training is above the best constant reply. Beside the
+result the cell prints a **control** with no training at all: the assistant sampled at temperature 0.75, on the
+same questions with the same seed. If GRPO here only made the model surer of its first choice, the control should
+do about as well. Rule, stated before the run: *GRPO is a learned temperature here* if, on every seed, GRPO's pass@1
+is within 0.03 of the control's (about the width of the success's interval).
 """)
 
 code("c16-grpo-run", r"""
-GRPO_SEEDS, STEPS, PROMPTS, GROUP, GRPO_LR = [0, 1, 2], 20, 8, 8, 0.1
-held_grpo = A.heldout_examples(TASK, 100)
-_, best = A.best_constant(held_grpo)
-N_SAMPLES = 16
-before_c, before_rows = sampled_correct(assistant, template, held_grpo, N_SAMPLES, seed=12345)
-def pass_k(c, k):
-    return np.array([pass_at_k(N_SAMPLES, int(ci), k) for ci in c])
-grpo = {}
 t0 = time.perf_counter()
+GRPO_SEEDS, STEPS, PROMPTS, GROUP, GRPO_LR = [0, 1, 2], 20, 8, 8, 0.1
+grpo = {}
 for seed in GRPO_SEEDS:
     train = S.examples(TASK, "train", STEPS * PROMPTS, seed=1000 + seed)
     policy, hist = grpo_train(assistant, template, train, R.exact_answer, steps=STEPS, prompts=PROMPTS, group=GROUP,
                               lr=GRPO_LR, trainable="final_norm", seed=seed)
-    c, rows = sampled_correct(policy, template, held_grpo, N_SAMPLES, seed=12345)
-    d1 = paired_bootstrap(pass_k(c, 1), pass_k(before_c, 1), rng=np.random.default_rng(seed), n_resamples=2000)
-    d16 = paired_bootstrap(pass_k(c, 16), pass_k(before_c, 16), rng=np.random.default_rng(seed), n_resamples=2000)
-    grpo[seed] = dict(pass1=pass_k(c, 1).mean(), low=d1.low, high=d1.high, pass16=pass_k(c, 16).mean(),
-                      low16=d16.low, high16=d16.high, distinct=np.mean([len({x.strip() for x in r}) for r in rows]),
-                      hist=hist)
-print(f"GRPO: {len(GRPO_SEEDS)} runs of {STEPS} steps x {PROMPTS} questions x {GROUP} replies in "
-      f"{time.perf_counter() - t0:.1f} s")
-print(f"before: pass@1 {pass_k(before_c, 1).mean():.3f}, pass@16 {pass_k(before_c, 16).mean():.3f}, distinct answers "
-      f"{np.mean([len({x.strip() for x in r}) for r in before_rows]):.2f}; best constant reply {best:.3f}")
-print(seed_table({"pass@1 after": [grpo[s]["pass1"] for s in GRPO_SEEDS],
-                  "rise, interval low": [grpo[s]["low"] for s in GRPO_SEEDS],
-                  "rise, interval high": [grpo[s]["high"] for s in GRPO_SEEDS],
-                  "pass@16 after": [grpo[s]["pass16"] for s in GRPO_SEEDS],
-                  "distinct answers": [grpo[s]["distinct"] for s in GRPO_SEEDS],
-                  "reward, first 5 steps": [np.mean(grpo[s]["hist"].reward[:5]) for s in GRPO_SEEDS],
-                  "reward, last 5 steps": [np.mean(grpo[s]["hist"].reward[-5:]) for s in GRPO_SEEDS],
-                  "KL per token, last step": [grpo[s]["hist"].kl[-1] for s in GRPO_SEEDS],
-                  "share of zero-variance groups": [np.mean(grpo[s]["hist"].zero_var) for s in GRPO_SEEDS]},
+    c, rows = sampled_correct(policy, template, held, N_SAMPLES, seed=EVAL_SEED)
+    p1, p16 = pass_at_k_counts(c, N_SAMPLES, 1), pass_at_k_counts(c, N_SAMPLES, 16)
+    grpo[seed] = dict(p1=p1, p16=p16, hist=hist, distinct=distinct(rows), greedy=greedy_right(policy, held).mean(),
+                      d1=paired_bootstrap(p1, before_1, rng=np.random.default_rng(seed), n_resamples=2000),
+                      d16=paired_bootstrap(p16, before_16, rng=np.random.default_rng(seed), n_resamples=2000))
+    if seed == GRPO_SEEDS[0]:
+        grpo_policy = policy  # kept for the side-by-side comparison at the end
+SECONDS["GRPO, 3 runs"] = time.perf_counter() - t0
+t0 = time.perf_counter()
+CONTROL_T = 0.75
+ctrl_c, ctrl_rows = sampled_correct(assistant, template, held, N_SAMPLES, seed=EVAL_SEED, temperature=CONTROL_T)
+ctrl_1, ctrl_16 = pass_at_k_counts(ctrl_c, N_SAMPLES, 1), pass_at_k_counts(ctrl_c, N_SAMPLES, 16)
+SECONDS["temperature control"] = time.perf_counter() - t0
+print(f"before: pass@1 {before_1.mean():.3f}, pass@16 {before_16.mean():.3f}, {distinct(before_rows):.2f} different "
+      f"answers; best constant reply {best:.3f}")
+print(f"control, no training, sampled at temperature {CONTROL_T}: pass@1 {ctrl_1.mean():.3f}, pass@16 "
+      f"{ctrl_16.mean():.3f}, {distinct(ctrl_rows):.2f} different answers")
+print(seed_table({"pass@1 after": [grpo[s]["p1"].mean() for s in GRPO_SEEDS],
+                  "  rise, 95% interval low": [grpo[s]["d1"].low for s in GRPO_SEEDS],
+                  "  rise, 95% interval high": [grpo[s]["d1"].high for s in GRPO_SEEDS],
+                  "pass@16 after": [grpo[s]["p16"].mean() for s in GRPO_SEEDS],
+                  "  change, interval low": [grpo[s]["d16"].low for s in GRPO_SEEDS],
+                  "  change, interval high": [grpo[s]["d16"].high for s in GRPO_SEEDS],
+                  "different answers per question": [grpo[s]["distinct"] for s in GRPO_SEEDS],
+                  "greedy accuracy after": [grpo[s]["greedy"] for s in GRPO_SEEDS],
+                  "training reward, first 5 steps": [np.mean(grpo[s]["hist"].reward[:5]) for s in GRPO_SEEDS],
+                  "training reward, last 5 steps": [np.mean(grpo[s]["hist"].reward[-5:]) for s in GRPO_SEEDS],
+                  "all-equal groups (share)": [np.mean(grpo[s]["hist"].zero_var) for s in GRPO_SEEDS]},
                  GRPO_SEEDS))
 """)
 
+code("c16-grpo-curves", r"""
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.3))
+for s in GRPO_SEEDS:
+    h = grpo[s]["hist"]
+    axes[0].plot(h.reward, label=f"seed {s}")
+    axes[1].plot(h.kl)
+    axes[2].plot(h.zero_var)
+for ax, title in zip(axes, ("training reward (mean of the batch)", "KL to the reference per token (k3)",
+                            "share of groups with all-equal rewards")):
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("GRPO step")
+axes[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+""", alt="Three panels against the GRPO step, one line per seed: the mean training reward of each batch (noisy, "
+         "drifting up a little), the k3 KL divergence to the reference per token (starting at 0 and growing), and "
+         "the share of groups whose eight rewards were all equal.")
+
 code("c16-grpo-verdict", r"""
-print(judge("held-out pass@1 up by more than its interval, and above the best constant reply",
-            [grpo[s]["low"] > 0 and grpo[s]["pass1"] > best for s in GRPO_SEEDS]))
+print(judge(f"held-out pass@1 up by more than its 95% interval, and above the best constant reply ({best:.3f})",
+            [grpo[s]["d1"].low > 0 and grpo[s]["p1"].mean() > best for s in GRPO_SEEDS]))
+print(judge(f"GRPO is a learned temperature here: its pass@1 within 0.03 of the untrained model's at temperature "
+            f"{CONTROL_T} ({ctrl_1.mean():.3f})", [abs(grpo[s]["p1"].mean() - ctrl_1.mean()) < 0.03 for s in GRPO_SEEDS]))
 """)
 
-md("c16-yue", r"""
+md("c16-grpo-reading", r"""
+**Reading the run.** In the book's run GRPO raised held-out pass@1 on every seed, by more than its interval and far
+above the best constant reply; your verdict is printed above. The control puts that success in its place: sampling
+the untrained assistant at a lower temperature lands about where GRPO lands. With only the final gain to train, the
+cheapest way to raise the reward is to make every prediction more confident, which is what a lower temperature
+does; the curves show a reward that rises slowly and a KL that grows from zero. Here GRPO learned a temperature,
+and the number of different answers per question falls with it.
+
+That is not a quirk of the toy. Whether RL teaches new abilities or sharpens existing ones is the next claim.
+""")
+
+md("c16-yue", rf"""
+<a id="ch16-claim-sharpen"></a>
 ### Does RL add answers, or sharpen the ones the model had?
 
-Yue et al. (2025) found that reinforcement learning with verifiable rewards raises pass@1 of large models but not
-their pass@k at large k: the RL-trained model's right answers were already among the base model's samples. Rule
-stated before the run: **RL sharpens** if, on a seed, pass@1 rises (its interval above 0) while pass@16 does not
-rise by more than its interval (the low end of its paired interval is at most 0). It **adds answers** if pass@16
-rises by more than its interval. A third line asks the stronger question: does pass@16 *fall* by more than its
-interval (the model lost answers it could reach)?
+[Yue et al. (2025)]({REF}yue2025does) compared base models with their RL-trained versions (RL with verifiable
+rewards, on math, code and visual reasoning) at many values of $k$: the trained models win at pass@1, and at large
+$k$ the base models catch up and pass them. The right answers of the trained model were already among the base
+model's samples; RL made them more likely, and narrowed the rest. The test of that here, stated before the run:
+**RL sharpens** on a seed if pass@1 rises by more than its interval while pass@16 does **not** rise by more than
+its interval (the low end of its paired interval is at most 0); it **adds answers** if pass@16 rises by more than
+its interval. Sixteen samples is a small $k$ beside the paper's 256 and more, so this is the weaker, local form of
+the question: did the trained model reach any question that sixteen samples of the assistant could not?
 """)
 
 code("c16-yue-verdict", r"""
-print(judge("pass@1 up while pass@16 does not rise (sharpening)",
-            [grpo[s]["low"] > 0 and grpo[s]["low16"] <= 0 for s in GRPO_SEEDS]))
-print(judge("no new answers: pass@16 not up by more than its interval", [grpo[s]["low16"] <= 0 for s in GRPO_SEEDS]))
-print(judge("pass@16 down by more than its interval (answers lost)", [grpo[s]["high16"] < 0 for s in GRPO_SEEDS]))
+print(judge("RL sharpens: pass@1 up by more than its interval while pass@16 does not rise by more than its interval",
+            [grpo[s]["d1"].low > 0 and grpo[s]["d16"].low <= 0 for s in GRPO_SEEDS]))
+unreached = [int(((before_c == 0) & (grpo[s]["p1"] > 0)).sum()) for s in GRPO_SEEDS]
+lost = [int(((before_c > 0) & (grpo[s]["p1"] == 0)).sum()) for s in GRPO_SEEDS]
+print(f"questions with no right sample before and one after: {unreached}; with one before and none after: {lost} "
+      f"(per seed, of {len(held)})")
 """)
 
-md("c16-hack-intro", r"""
+md("c16-g2-rule", r"""
+<a id="ch16-claim-group"></a>
+### Rule of thumb: a group of 8 beats a group of 2 at equal samples
+
+A larger group gives each reply a better baseline and fewer groups whose rewards are all equal; a smaller group,
+at the same number of samples per step, sees more questions. The rule people state is that the first effect wins.
+The test changes one thing: the group size, 2 instead of 8, with 32 questions per step instead of 8, so that every
+step still samples 64 replies (and the G = 2 run sees four times as many distinct training questions, which is
+what "at equal samples" means). Same steps, learning rate, trained gain and evaluation, on the first two seeds of
+the run above. Rule, decided before the run: the per-question pass@1 after training, averaged over the two seeds,
+of G = 8 minus G = 2, with its paired 95% bootstrap interval over the held-out questions: **confirmed** if the
+interval lies above 0, **contradicted** if below, **mixed** if it contains 0.
+""")
+
+code("c16-g2-run", r"""
+t0 = time.perf_counter()
+G2_SEEDS = GRPO_SEEDS[:2]
+g2 = {}
+for seed in G2_SEEDS:
+    train = S.examples(TASK, "train", STEPS * 4 * PROMPTS, seed=1000 + seed)
+    policy, hist = grpo_train(assistant, template, train, R.exact_answer, steps=STEPS, prompts=4 * PROMPTS, group=2,
+                              lr=GRPO_LR, trainable="final_norm", seed=seed)
+    c, _ = sampled_correct(policy, template, held, N_SAMPLES, seed=EVAL_SEED)
+    g2[seed] = dict(p1=pass_at_k_counts(c, N_SAMPLES, 1), hist=hist)
+eight = np.mean([grpo[s]["p1"] for s in G2_SEEDS], axis=0)
+two = np.mean([g2[s]["p1"] for s in G2_SEEDS], axis=0)
+gap = paired_bootstrap(eight, two, rng=np.random.default_rng(0), n_resamples=2000)
+print(seed_table({"G = 8: pass@1 after": [grpo[s]["p1"].mean() for s in G2_SEEDS],
+                  "G = 2: pass@1 after": [g2[s]["p1"].mean() for s in G2_SEEDS],
+                  "G = 8: all-equal groups": [np.mean(grpo[s]["hist"].zero_var) for s in G2_SEEDS],
+                  "G = 2: all-equal groups": [np.mean(g2[s]["hist"].zero_var) for s in G2_SEEDS]}, G2_SEEDS))
+word = "confirmed" if gap.low > 0 else "contradicted" if gap.high < 0 else "mixed"
+print(verdict(word, f"group size 8 beats group size 2 at 64 samples per step: pass@1 difference {gap.difference:+.3f} "
+                    f"(95% interval {gap.low:+.3f} to {gap.high:+.3f}, paired over {len(held)} questions, "
+                    f"{len(G2_SEEDS)} seeds averaged; above 0 confirmed, below contradicted, containing it mixed)"))
+SECONDS["group size 2, 2 runs"] = time.perf_counter() - t0
+""")
+
+md("c16-g2-reading", r"""
+The share of all-equal groups shows the mechanism: a pair of replies to a question the model gets right about half
+the time agrees about half the time, and such a pair teaches nothing, while a group of eight rarely agrees. Whether
+the extra questions make up for it is what the verdict measured; at this budget and with 128 trainable numbers the
+difference may be too small to see, and then "mixed" is the honest word.
+""")
+
+# ------------------------------------------------------------------------------------------------ the failure
+HACK_INTRO = r"""
+<a id="ch16-claim-hack"></a>
 ## The failure: a verifier that can be hacked
 
-`rewards.contains_answer` is a sloppy verifier, wrong on purpose: it pays 1 when the sum appears *anywhere* in the
-reply. It forgives "The answer is 42", and it also pays for a reply that strings many digits together. The run
-below trains on it, with the same GRPO as above but all parameters and longer replies allowed (16 bytes), and once
-more with a KL penalty to the reference.
+A verifiable reward is only as good as its verifier. The policy does not learn "add the numbers"; it learns
+whatever the verifier pays for, and a verifier is a specification written by a person in a hurry.
+`minitfm.preferences.rewards.contains_answer` is the classic loose check: it pays 1 when the sum appears *anywhere*
+in the reply, which forgives "The answer is 42" and also pays for a reply that strings many digits together. The
+run below trains on it with the same GRPO as the success above (the final gain, the same steps), and once more with a
+KL penalty to the reference, and measures on held-out sums both what the verifier pays (the **proxy** reward) and
+the truth (the exact-answer pass@1).
 
-Rule stated before the run: the verifier is **hacked** on a seed if the proxy reward (what `contains_answer`
-pays, on held-out questions) rises while the true pass@1 falls with its paired interval below 0.
-
-*Draft note (probe, 2026-12-06):* on this assistant the hack did **not** appear at any budget tried. It ends every
-sum with its end token after two or three digits, so `contains_answer` pays exactly what `exact_answer` pays
-until the policy samples a longer reply, which it almost never does; and a string of junk digits hits a sum less
-often than the assistant's honest guess. The setting of this section is open (see `drafts/ch16/NOTES.md`).
-""")
+Rule stated before the run: the verifier is **hacked** on a seed if the held-out proxy reward rises while the true
+pass@1 falls, its paired 95% interval below 0. Then, for the runs that were hacked: **the KL term limits the
+damage** if the true pass@1 with the penalty is above the true pass@1 without it, by more than its paired interval.
+"""
+md("c16-hack-intro", HACK_INTRO)
 
 code("c16-hack-run", r"""
-HACK_SEEDS, HACK_STEPS, HACK_LR, HACK_BETA = [0, 1], 20, 3e-4, 1.0
-hack_q = held_grpo[:50]
-def proxy_and_true(model, seed=4321):
-    c_true, rows = sampled_correct(model, template, hack_q, 8, seed=seed, max_new_tokens=16)
-    proxy = np.array([np.mean([R.contains_answer(x, e) for x in row]) for row, e in zip(rows, hack_q)])
-    return proxy, c_true / 8, np.mean([len(x) for row in rows for x in row]), rows
-proxy0, true0, len0, _ = proxy_and_true(assistant)
-hack = {}
 t0 = time.perf_counter()
+SLOPPY = R.contains_answer  # the verifier the policy is trained on; exact_answer stays the truth
+HACK_SEEDS, HACK_BETA, HACK_SAMPLES = [0, 1], 0.1, 8
+HACK = dict(steps=20, prompts=8, group=8, lr=0.1, trainable="final_norm", max_new_tokens=8)
+hack_q = held[:64]
+
+
+def proxy_and_true(model):
+    # Per held-out question: the share of HACK_SAMPLES samples the sloppy verifier pays, and the share that is right.
+    right, rows = sampled_correct(model, template, hack_q, HACK_SAMPLES, seed=EVAL_SEED,
+                                  max_new_tokens=HACK["max_new_tokens"])
+    proxy = np.array([np.mean([SLOPPY(x, e) for x in row]) for row, e in zip(rows, hack_q)])
+    return proxy, right / HACK_SAMPLES, rows
+
+
+proxy0, true0, _ = proxy_and_true(assistant)
+hack = {}
 for beta in (0.0, HACK_BETA):
     for seed in HACK_SEEDS:
-        train = S.examples(TASK, "train", HACK_STEPS * 8, seed=2000 + seed)
-        policy, hist = grpo_train(assistant, template, train, R.contains_answer, steps=HACK_STEPS, lr=HACK_LR,
-                                  beta=beta, max_new_tokens=16, trainable="all", seed=seed)
-        proxy, true, length, rows = proxy_and_true(policy)
-        d = paired_bootstrap(true, true0, rng=np.random.default_rng(seed), n_resamples=2000)
-        hack[beta, seed] = dict(proxy=proxy.mean(), true=true.mean(), high=d.high, length=length,
-                                example=rows[0][:3], kl=hist.kl[-1])
-print(f"sloppy verifier: {2 * len(HACK_SEEDS)} runs in {time.perf_counter() - t0:.1f} s")
-print(f"before: proxy {proxy0.mean():.3f}, true pass@1 {true0.mean():.3f}, reply length {len0:.1f} bytes")
-for beta in (0.0, HACK_BETA):
-    print(seed_table({f"beta={beta} {k}": [hack[beta, s][k] for s in HACK_SEEDS]
-                      for k in ("proxy", "true", "length", "kl")}, HACK_SEEDS))
-print("replies after (beta=0, first seed):", hack[0.0, HACK_SEEDS[0]]["example"])
+        train = S.examples(TASK, "train", HACK["steps"] * HACK["prompts"], seed=2000 + seed)
+        policy, hist = grpo_train(assistant, template, train, SLOPPY, beta=beta, seed=seed, **HACK)
+        proxy, true, rows = proxy_and_true(policy)
+        hack[beta, seed] = dict(proxy=proxy, true=true, hist=hist, example=[rows[i][0] for i in range(4)],
+                                d_proxy=paired_bootstrap(proxy, proxy0, rng=np.random.default_rng(seed), n_resamples=2000),
+                                d_true=paired_bootstrap(true, true0, rng=np.random.default_rng(seed), n_resamples=2000))
+print(f"before: held-out proxy {proxy0.mean():.3f}, true pass@1 {true0.mean():.3f}")
+print(seed_table({f"beta {b:g}: {name}": [fn(hack[b, s]) for s in HACK_SEEDS]
+                  for b in (0.0, HACK_BETA)
+                  for name, fn in [("proxy after", lambda h: h["proxy"].mean()), ("true pass@1 after", lambda h: h["true"].mean()),
+                                   ("  true change, interval high", lambda h: h["d_true"].high),
+                                   ("training proxy, last 5 steps", lambda h: np.mean(h["hist"].reward[-5:])),
+                                   ("training truth, last 5 steps", lambda h: np.mean(h["hist"].exact[-5:])),
+                                   ("reply length, last step", lambda h: h["hist"].length[-1])]}, HACK_SEEDS))
+print("replies after, no KL, first seed:", list(zip([e.answer for e in hack_q[:4]], hack[0.0, HACK_SEEDS[0]]["example"])))
+SECONDS["sloppy verifier, 4 runs"] = time.perf_counter() - t0
 """)
 
+code("c16-hack-curves", r"""
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.3), sharey=True)
+for ax, beta in zip(axes, (0.0, HACK_BETA)):
+    for s in HACK_SEEDS:
+        h = hack[beta, s]["hist"]
+        ax.plot(h.reward, color="C1", label="proxy (what the verifier pays)" if s == HACK_SEEDS[0] else None)
+        ax.plot(h.exact, color="C0", ls="--", label="truth (exact answer)" if s == HACK_SEEDS[0] else None)
+    ax.set_title(f"trained on the sloppy verifier, KL weight {beta:g}", fontsize=10)
+    ax.set_xlabel("GRPO step")
+axes[0].set_ylabel("mean reward of the batch")
+axes[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+""", alt="Two panels against the GRPO step, without and with the KL penalty: for each seed the proxy reward that "
+         "the sloppy verifier pays (solid orange) and the exact-answer reward of the same replies (dashed blue).")
+
 code("c16-hack-verdict", r"""
-print(judge("proxy reward up, true pass@1 down by more than its interval (no KL)",
-            [hack[0.0, s]["proxy"] > proxy0.mean() and hack[0.0, s]["high"] < 0 for s in HACK_SEEDS]))
-hacked = [hack[0.0, s]["proxy"] > proxy0.mean() and hack[0.0, s]["high"] < 0 for s in HACK_SEEDS]
-kl_rule = f"with a KL penalty (beta={HACK_BETA}) the hack is prevented: true pass@1 not down by more than its interval"
-if any(hacked):
-    print(judge(kl_rule, [hack[HACK_BETA, s]["high"] >= 0 for s, h in zip(HACK_SEEDS, hacked) if h]))
+hacked = {s: hack[0.0, s]["proxy"].mean() > proxy0.mean() and hack[0.0, s]["d_true"].high < 0 for s in HACK_SEEDS}
+print(judge("the sloppy verifier is hacked: held-out proxy up while true pass@1 falls by more than its interval",
+            list(hacked.values())))
+kl_rule = (f"the KL term (beta={HACK_BETA:g}) limits the damage: true pass@1 above the run without it by more than "
+           "its paired interval")
+if any(hacked.values()):
+    kept = [paired_bootstrap(hack[HACK_BETA, s]["true"], hack[0.0, s]["true"], rng=np.random.default_rng(s),
+                             n_resamples=2000).low > 0 for s in HACK_SEEDS if hacked[s]]
+    print(judge(kl_rule, kept))
 else:
-    print(verdict("not testable here", f"no run without the KL term was hacked, so nothing to prevent ({kl_rule})"))
+    print(verdict("not testable here", f"no run without the KL term was hacked, so there was no damage to limit ({kl_rule})"))
+""")
+
+HACK_READING = r"""
+**Reading the run.** In the book's run the sloppy verifier was *not* hacked, and it is worth seeing why. The
+assistant ends every sum with its end token after two or three digits, so `contains_answer` pays exactly what the
+exact verifier pays until the policy writes a longer reply, which it almost never samples; and a string of random
+digits contains a given two-digit sum less often than the assistant's honest guess is right. The loose check is
+only exploitable if the policy can reach the exploit. On a model whose honest accuracy is low, the same verifier is
+hacked within seconds (the survey behind this chapter reproduced it on the counting task of an earlier assistant).
+"""
+md("c16-hack-reading", HACK_READING)
+
+# ------------------------------------------------------------------------------------------------ scale
+md("c16-scale", rf"""
+## What changes at scale
+
+- **Reward models and PPO, as InstructGPT did them.** [Ouyang et al. (2022)]({REF}ouyang2022training) had people
+  rank several replies to each prompt, trained a reward model on the pairs those rankings imply with the
+  Bradley-Terry loss, and then ran PPO against it: a per-token KL penalty to the supervised model inside the reward,
+  a value network as the baseline, the clipped ratio of [Schulman et al. (2017)]({REF}schulman2017proximal), and a
+  pretraining term mixed in to limit forgetting. The recipe goes back to [Christiano et al. (2017)]({REF}christiano2017deep).
+  It needs four models in memory (policy, reference, reward, value); DPO needs two and GRPO three.
+- **GRPO as DeepSeek ran it.** [Shao et al. (2024)]({REF}shao2024deepseekmath) introduced the group baseline for
+  math; [DeepSeek-AI (2025)]({REF}deepseekai2025r1) trained R1-Zero with GRPO directly from a base model, with
+  rule-based rewards (an accuracy check of the final answer, a format check) and no neural reward model, which they
+  found open to reward hacking at scale; R1 itself adds supervised "cold start" data and further stages.
+- **Dr. GRPO and DAPO.** [Liu et al. (2025)]({REF}liu2025understanding) showed that dividing by each reply's length
+  and by the group's standard deviation biases what GRPO learns (long wrong replies are punished less per token;
+  questions that are nearly always right or wrong weigh more) and removed both. [Yu et al. (2025)]({REF}yu2025dapo)
+  (DAPO) average the loss over every token of the batch, clip the ratio higher above 1 than below it to keep
+  exploration alive, drop the groups whose rewards are all equal and sample more instead (the rule tested above),
+  penalise overlong replies, and use no KL term. Hugging Face TRL's `GRPOTrainer` follows them by default
+  (`loss_type="dapo"`, `beta=0.0`), so "GRPO" in a library is not the paper's GRPO unless you set it so.
+- **Why verifiable rewards suit math and code.** A final answer can be compared with the right one, and a program
+  can be run against tests: the reward is cheap, exact and cannot be flattered by style, so millions of replies can
+  be scored without a person or a reward model to exploit. What remains is the verifier itself, which this
+  chapter's failure section probes, and the limit that [Yue et al. (2025)]({REF}yue2025does) measured: RL with such
+  rewards mostly makes the right answers a model could already sample more likely.
+- **The budget.** This chapter's runs sample a few thousand replies of up to eight tokens on one CPU thread. The
+  published runs sample thousands of replies per step, each up to thousands of tokens, for hundreds or thousands of
+  steps, on models whose pass@16 on hard problems is far from 1; that is where a signal strong enough to change
+  every weight comes from.
+""")
+
+# ------------------------------------------------------------------------------------------------ side by side
+md("c16-compare", r"""
+## The models side by side
+
+The assistant, the DPO policy ($\beta = 0.1$, first seed) and the GRPO policy (first seed) of this run, greedily, on a
+few held-out sums and on one question of another task. Greedy replies can differ on another CPU where two tokens are
+nearly tied, so this cell's output is not compared by the tests.
+""")
+
+code("c16-compare-run", r"""
+# NBVAL_IGNORE_OUTPUT
+questions = [e.prompt for e in held[:4]] + ["What is 25 + 17?", "Sort these digits: 8 3 5"]
+models = {"assistant": assistant, "DPO, beta 0.1": dpo_policy, "GRPO": grpo_policy}
+print(f"{'question':32}" + "".join(f"{name:>16}" for name in models))
+for q in questions:
+    answers = [replies(model, template, [[{"role": "user", "content": q}]], max_new_tokens=16)[0] for model in models.values()]
+    print(f"{q:32}" + "".join(f"{a!r:>16}" for a in answers))
+""")
+
+md("c16-live", r"""
+On the book's web page, where no kernel runs, the comparison below runs in your browser on weights the site serves:
+type a question and each shipped model answers it greedily.
+""")
+
+code("c16-live-run", r"""
+# NBVAL_IGNORE_OUTPUT
+from minitfm.viz.compare_box import live_compare
+
+live_compare(prompt="What is 25 + 17?")
+""")
+
+# ------------------------------------------------------------------------------------------------ closing
+md("c16-summary", r"""
+## Summary
+
+- **DPO** turns preferences into a loss on the policy alone: $-\log\sigma(\beta[\,\text{chosen log-ratio} -
+  \text{rejected log-ratio}\,])$, log-probabilities summed over each reply's tokens. It starts at $\ln 2$; a larger
+  $\beta$ keeps the policy closer to the reference; it trains only the margin, so the chosen reply's probability can
+  fall (likelihood displacement) and a model can learn to rank its own right answer higher while saying it less
+  often. Measure the task, paired, not only the preference accuracy.
+- **GRPO** samples a group per question, scores it with a program, and pushes each reply by its reward relative to
+  its group. On-policy its loss is about 0 and its gradient is not; a group whose rewards are all equal adds nothing
+  to the gradient and, under the DAPO normalisation, dilutes the rest.
+- On the book's assistant, GRPO on 128 gains raised held-out pass@1 above its interval and far above the best constant
+  reply, where full-parameter GRPO at the same budget did not; a lower sampling temperature did about as well, and
+  pass@16 did not rise: here RL **sharpened** what the model could already say, as Yue et al. found at scale.
+- A verifier is a specification. The failure section trains on a sloppy one and measures the proxy against the
+  truth; your verdicts above say what your run found, and what a KL penalty changed.
 """)
 
 md("c16-exercises", r"""
 ## Exercises
 
-**Exercise 1 (the DPO loss).** Write `my_dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)` from the
-formula above, for (B,) tensors of summed log-probabilities, returning the mean loss and the margins. The checker
-(to come: `minitfm.exercises`) compares it with `minitfm.preferences.dpo.dpo_loss` on random inputs, at step 0
-(ln 2), and at a large β, and tells you if β went the wrong way or if you averaged instead of summing.
-
-**Exercise 2 (group advantages).** Write `my_advantages(rewards)` for an (N, G) tensor: subtract each group's
-mean, divide by its standard deviation plus $10^{-4}$. The checker compares it with `group_advantages` on rewards
-such as `[[1, 0, 1, 0], [1, 1, 1, 0], [1, 1, 1, 1]]` and says what a group of identical rewards gives, and
-whether your standard deviation is the unbiased one (TRL's) or the biased one.
+[Exercise 16.1](#ex-16-1) (the DPO loss) and [exercise 16.2](#ex-16-2) (group advantages) are in the sections they
+build on.
 """)
 
-md("c16-scale", r"""
-## What changes at scale
+md("c16-ex3", r"""
+<div class="exercise" id="ex-16-3">
 
-- **Reward models and PPO.** InstructGPT (Ouyang et al. 2022) trained a reward model on people's rankings, then
-  PPO against it with a per-token KL penalty in the reward and a value network as the baseline.
-- **GRPO without a value network.** DeepSeekMath (Shao et al. 2024) replaced the value network by the group mean;
-  DeepSeek-R1 (2025) trained with it on verifiable math and code rewards.
-- **Dr. GRPO and DAPO.** Liu et al. (2025) removed the per-reply length normalisation and the division by the
-  group's standard deviation (both bias what is learned); Yu et al. (2025, DAPO) normalise over all tokens, clip
-  higher, and drop groups that teach nothing. TRL's defaults follow them: `loss_type="dapo"`, `beta=0`.
-- **Why verifiable rewards suit math and code.** A program that checks an answer cannot be flattered and costs
-  nothing per sample, but it is a specification: this chapter's failure shows what a loose one teaches.
+**Exercise 16.3 (investigate): GRPO on every weight.** Run the success experiment again with `trainable="all"` at
+learning rates $10^{-4}$ and $3 \times 10^{-4}$, everything else unchanged, and compare held-out pass@1 with its
+paired interval, the training reward of the last steps, and the KL per token. State first what result would make
+you prefer training every weight. Then find the smallest set of weights that still succeeds: `trainable` also
+accepts `"norms"` (every norm gain), `"last_block"` or a function of a parameter's name.
+
+</div>
+
+<details class="solution">
+<summary>Solution (click to open)</summary>
+
+```python
+for lr in (1e-4, 3e-4):
+    train = S.examples(TASK, "train", STEPS * PROMPTS, seed=1000)
+    policy, hist = grpo_train(assistant, template, train, R.exact_answer, steps=STEPS, prompts=PROMPTS,
+                              group=GROUP, lr=lr, trainable="all", seed=0)
+    c, _ = sampled_correct(policy, template, held, N_SAMPLES, seed=EVAL_SEED)
+    d = paired_bootstrap(pass_at_k_counts(c, N_SAMPLES, 1), before_1, rng=np.random.default_rng(0), n_resamples=2000)
+    print(lr, f"pass@1 {c.mean() / N_SAMPLES:.3f} ({d.low:+.3f} to {d.high:+.3f}); reward {np.mean(hist.reward[-5:]):.2f}; "
+          f"KL {hist.kl[-1]:.3f}")
+```
+
+In the probe behind this chapter, neither rate raised pass@1: the smaller changed nothing measurable and the larger
+made it worse, its training reward falling too, with a KL several times the final-gain run's. A policy gradient
+estimated from 64 replies is mostly noise in a million directions; the run that trains 128 gains averages the same
+noise into a handful of directions that matter for confidence. More replies per step, more steps, or a smaller
+learning rate with many more steps are the ways out, each paid in time.
+
+</details>
+""")
+
+md("c16-ex4", r"""
+<div class="exercise" id="ex-16-4">
+
+**Exercise 16.4 (investigate): a gentler DPO.** The DPO run above learned the preference and lost task accuracy.
+Train once more at $\beta = 1$ for one epoch at a learning rate of $3 \times 10^{-5}$, and compare greedy accuracy
+(paired, with its interval), the KL per reply and the chosen log-probability with the runs above. Then try training
+only the final norm gain, as GRPO did (`trainable="final_norm"`, a larger learning rate). Decide before you run it:
+what would count as a DPO success here?
+
+</div>
+
+<details class="solution">
+<summary>Solution (click to open)</summary>
+
+```python
+for trainable, lr in (("all", 3e-5), ("final_norm", 3e-2)):
+    policy, hist = dpo_train(assistant, template, train_pairs, beta=1.0, lr=lr, epochs=1, seed=0, trainable=trainable)
+    d = paired_bootstrap(greedy_right(policy, acc_q), right0, rng=np.random.default_rng(0), n_resamples=2000)
+    with torch.no_grad():
+        chosen = D.sequence_log_probs(policy, train_c).mean().item()
+    print(trainable, f"greedy {d.difference:+.3f} ({d.low:+.3f} to {d.high:+.3f}); "
+          f"KL {policy_kl(policy, assistant, template, acc_q[:50]):.2f}; chosen {chosen0:.2f} -> {chosen:.2f}")
+```
+
+A success would be held-out preference accuracy above 0.5 *and* greedy accuracy up by more than its interval. A
+smaller step moves less in both directions; whether any step size gets the first without losing the second on these
+near-identical pairs is what you measure. The final-gain run can only rescale confidence, so it can help only where
+the chosen sum was already the model's first or second choice.
+
+</details>
+""")
+
+md("c16-references", rf"""
+## References
+
+- [Bradley and Terry (1952)]({REF}bradley1952rank): the model of paired comparisons behind reward models and DPO.
+- [Christiano et al. (2017)]({REF}christiano2017deep): a reward model learned from people's comparisons, then
+  reinforcement learning against it.
+- [Schulman et al. (2017)]({REF}schulman2017proximal): PPO, the clipped ratio that GRPO keeps.
+- [Ouyang et al. (2022)]({REF}ouyang2022training): InstructGPT, supervised fine-tuning, a reward model and PPO with a
+  KL penalty.
+- [Rafailov et al. (2023)]({REF}rafailov2023direct): DPO, the loss derived in this chapter.
+- [Razin et al. (2025)]({REF}razin2025unintentional): likelihood displacement, why the chosen reply's probability
+  falls.
+- [Shao et al. (2024)]({REF}shao2024deepseekmath): GRPO, the group as the baseline.
+- [DeepSeek-AI (2025)]({REF}deepseekai2025r1): DeepSeek-R1, GRPO with rule-based rewards at scale.
+- [Liu et al. (2025)]({REF}liu2025understanding): Dr. GRPO, the length and standard-deviation biases.
+- [Yu et al. (2025)]({REF}yu2025dapo): DAPO, the token-level loss and dropping the groups that teach nothing.
+- [Yue et al. (2025)]({REF}yue2025does): pass@k at large k, and whether RL adds answers or sharpens them.
+- [Chen et al. (2021)](../book/references.md#cite-chen2021evaluating): the unbiased pass@k estimator.
+""")
+
+md("c16-next", r"""
+## What's next
+
+Both methods here learned from judgements of the model's own replies, and both showed the same limit on a small
+model: they move probability among answers the model can already write. Teaching a new ability still takes data
+that shows it, as [chapter 15](15_finetuning.ipynb) did, or far more samples and steps than a CPU gives in a
+minute. This is the book's last chapter so far.
 """)
 
 code("c16-time", r"""
+# NBVAL_IGNORE_OUTPUT
 elapsed = time.perf_counter() - CHAPTER_START
-print(verdict("confirmed" if elapsed < 90 else "contradicted",
-              f"the chapter ran in {elapsed:.0f} s (budget 90 s on one thread)", timing=True))
+for part, seconds in SECONDS.items():
+    print(f"{part:28} {seconds:6.1f} s")
+print(verdict("confirmed" if elapsed < 90 else "contradicted", f"the chapter ran in {elapsed:.0f} s (budget: 90 s on "
+              "one thread)", timing=True))
 """)
 
 nb = nbformat.v4.new_notebook(cells=cells)
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nbformat.write(nb, HERE / "16_preferences.ipynb")
-print("wrote", HERE / "16_preferences.ipynb", len(cells), "cells")
+nb.metadata["language_info"] = {"name": "python"}
+nbformat.write(nb, OUT)
+print("wrote", OUT, len(cells), "cells")
