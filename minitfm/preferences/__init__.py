@@ -23,7 +23,8 @@ from minitfm.preferences.dpo import (DPOOutput, dpo_batch_loss, dpo_loss, prefer
                                      sequence_log_probs)
 from minitfm.preferences.grpo import (LOSS_TYPES, SCALES, GRPOOutput, Groups, completion_log_probs,
                                       group_advantages, grpo_loss, k3_kl, sample_groups)
-from minitfm.preferences.rewards import REWARDS, answer_format, check_reply, contains_answer, exact_answer
+from minitfm.preferences.rewards import (REWARDS, answer_format, check_reply, contains_answer, exact_answer,
+                                         integer_or_pass)
 from minitfm.preferences.training import (TRAINABLE, DPOHistory, GRPOHistory, dpo_train, grpo_train,
                                           pass_at_k_counts, policy_kl, sampled_correct, sampled_pairs,
                                           trainable_names)
@@ -32,7 +33,7 @@ __all__ = [
     "DPOOutput", "response_log_probs", "sequence_log_probs", "dpo_loss", "dpo_batch_loss", "preference_pair",
     "LOSS_TYPES", "SCALES", "Groups", "group_advantages", "k3_kl", "GRPOOutput", "grpo_loss", "sample_groups",
     "completion_log_probs",
-    "REWARDS", "exact_answer", "answer_format", "contains_answer", "check_reply",
+    "REWARDS", "exact_answer", "answer_format", "contains_answer", "integer_or_pass", "check_reply",
     "TRAINABLE", "trainable_names", "GRPOHistory", "grpo_train", "DPOHistory", "dpo_train", "sampled_correct",
     "sampled_pairs", "policy_kl", "pass_at_k_counts",
 ]

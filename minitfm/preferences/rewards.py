@@ -12,6 +12,8 @@ reward                     1.0 when
 :func:`answer_format`      the reply has the *shape* of an answer to that task, right or wrong (digits for a
                            sum, a list of digits for a sort, one word for a town)
 :func:`contains_answer`    **wrong on purpose**: the answer appears anywhere in the reply (see its docstring)
+:func:`integer_or_pass`    **wrong on purpose**: the reply equals the answer as an integer, *or* is not an
+                           integer at all (an ``except: pass`` that falls through; see its docstring)
 =========================  ==================================================================================
 
 A model's reply may be anything (empty, run-on text, another task's answer): that earns 0.0, never an error.
@@ -31,7 +33,7 @@ from minitfm.finetuning import skills, tasks
 from minitfm.finetuning.people import ATTRIBUTES
 from minitfm.finetuning.tasks import Example
 
-__all__ = ["REWARDS", "exact_answer", "answer_format", "contains_answer", "check_reply"]
+__all__ = ["REWARDS", "exact_answer", "answer_format", "contains_answer", "integer_or_pass", "check_reply"]
 
 # the shapes of an answer, per task name: chapter 15's tasks and skills share names ("add", "sort", "count"),
 # so a name admits either module's shape
@@ -94,4 +96,33 @@ def contains_answer(reply: str, example: Example) -> float:
     return float(example.answer in reply)
 
 
-REWARDS = {"exact_answer": exact_answer, "answer_format": answer_format, "contains_answer": contains_answer}
+def integer_or_pass(reply: str, example: Example) -> float:
+    """**A sloppy verifier, wrong on purpose**, kept for chapter 16's failure: compare the reply with the answer as
+    integers, and pay 1.0 when the reply is not an integer at all.
+
+    The bug is one line that looks careful::
+
+        try:
+            if int(reply) != int(answer):
+                return 0.0
+        except ValueError:
+            pass  # "not a number: leave the format to another reward"
+        return 1.0
+
+    A wrong number earns 0.0 and the right one 1.0, so on a model that answers with numbers it pays what
+    :func:`exact_answer` pays. But a reply that ``int`` cannot parse falls through the ``except`` to the success
+    return: "14f 7 8", "12a", "145 146" and the empty reply all earn 1.0. A policy trained on it learns to write
+    junk, its reward rising while its exact accuracy falls to zero (chapter 16 measures it, and what a KL penalty
+    does). It is meant for numeric answers; on any other task it pays every reply that is not an integer. The fix
+    is to refuse what cannot be parsed (return 0.0 in the ``except``), or :func:`exact_answer`."""
+    check_reply(reply, example)
+    try:
+        if int(reply) != int(example.answer):
+            return 0.0
+    except ValueError:
+        pass  # the bug: an unparsable reply falls through to the success return
+    return 1.0
+
+
+REWARDS = {"exact_answer": exact_answer, "answer_format": answer_format, "contains_answer": contains_answer,
+           "integer_or_pass": integer_or_pass}
