@@ -123,8 +123,9 @@ def check_group_advantages(advantages_fn, verbose: bool = True) -> CheckResult:
                 "replies to the same prompt)", lambda i: _advantages(i["rewards"], centre="batch")),
         Mistake("you normalised down the columns (over prompts); a group is a row: the G replies to one prompt",
                 lambda i: _advantages(i["rewards"], over="columns")),
-        Mistake("a group whose rewards are all equal has standard deviation 0: add 1e-4 to the std, so its "
-                "advantages are 0 (it teaches nothing), not NaN", lambda i: _advantages(i["rewards"], eps=0.0)),
+        Mistake("you left out the 1e-4 added to the standard deviation: without it a group whose rewards are all "
+                "equal divides 0 by 0 and gets NaN instead of advantages 0 (it teaches nothing)",
+                lambda i: _advantages(i["rewards"], eps=0.0)),
     ]
     specs = [("0/1 rewards, groups of 4: [1, 0, 1, 0], [1, 1, 1, 0], [0, 1, 0, 0]",
               lambda: torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]])),
