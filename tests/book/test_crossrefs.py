@@ -75,3 +75,19 @@ def test_code_comments_must_name_a_chapter_and_exercise_that_exist(tiny_book):
     problems = crossrefs.Checker([crossrefs.load(a), crossrefs.load(b)]).problems()
     assert any("'chapter 9' names no chapter" in p for p in problems)
     assert any("names no exercise" in p for p in problems)
+
+
+def test_glossary_links_use_the_anchor_sphinx_makes(tiny_book):
+    # Sphinx keeps a term's case in its anchor (term-KV-cache): a link in lower case built fine in MyST's preview
+    # and failed the book build with -W, which this check now catches before the build
+    tmp, a, _ = tiny_book
+    book = tmp / "book"
+    book.mkdir()
+    (book / "glossary.md").write_text("# Glossary\n\n```{glossary}\nKV cache\nKV 缓存\n  The keys and values kept.\n\n"
+                                      "pass@k\n  At least one of k samples right.\n```\n", encoding="utf-8")
+    ok = _notebook(tmp, "02_b.ipynb", "2. B", ["[the cache](book/glossary.md#term-KV-cache) and "
+                                               "[pass@k](book/glossary.md#term-pass-k)"])
+    assert crossrefs.Checker([crossrefs.load(a), crossrefs.load(ok)]).problems() == []
+    wrong = _notebook(tmp, "02_b.ipynb", "2. B", ["[the cache](book/glossary.md#term-kv-cache)"])
+    problems = crossrefs.Checker([crossrefs.load(a), crossrefs.load(wrong)]).problems()
+    assert any("glossary.md has no anchor #term-kv-cache" in p for p in problems), problems
