@@ -235,6 +235,7 @@ from minitfm import evaluation as E  # noqa: E402
 from minitfm.finetuning import (ChatTemplate, DecoderClassifier, add_lora, collate_classification, completions,  # noqa: E402
                                 merge_and_unload, replies, reply, score, statement_recall, supervised_finetune)
 from minitfm.finetuning.answering import sampled_replies  # noqa: E402
+from minitfm.finetuning.new_tokens import train_token_rows  # noqa: E402
 from minitfm.finetuning import tasks as T  # noqa: E402
 from minitfm.generation import beam_search  # noqa: E402
 from minitfm.lm import prose  # noqa: E402
@@ -373,6 +374,21 @@ def _lora(model):
 def test_lora_seeded_trained_and_merged_on_another_device():
     expected, got = on_both(_lora, byte_lm())
     assert same(expected, got)
+
+
+def _token_rows(model):
+    before = model.tok_emb.weight.detach().clone()
+    train_token_rows(add_lora(model, targets=("q_proj", "v_proj"), r=2, seed=0), [256, 72])
+    loss, _ = _train_steps(model)
+    moved_rows = (as_cpu(model.tok_emb.weight.detach()) != as_cpu(before)).any(dim=1).nonzero().flatten().tolist()
+    return loss, moved_rows, model.tok_emb.weight.detach()
+
+
+def test_lora_with_trained_token_rows_on_another_device():
+    # the hook's mask of rows is made on the weight's device: only rows 256 and 72 move, as on the CPU
+    expected, got = on_both(_token_rows, byte_lm())
+    assert same(expected, got)
+    assert as_cpu(got[1]) == [72, 256]
 
 
 def _classify(backbone):
