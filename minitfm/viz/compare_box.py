@@ -67,12 +67,9 @@ class LiveCompare:
         loader = loader.replace("__ID__", self.element_id).replace("__NAMES__", json.dumps(names))
         embedded = (f"<script>{lm.page_js()}</script>" + "".join(f"<script>{s}</script>" for s in scripts)
                     if inline else "")
-        box = ("background:#fff;color:#1f2328;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;margin:8px 0;"
-               "max-width:100%;box-sizing:border-box;font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,"
-               "'Noto Sans','PingFang SC',sans-serif")
         self.html = (f'<div id="{self.element_id}" class="minitfm-live" data-minitfm-compare="{" ".join(names)}" '
                      f'data-minitfm-prompt="{html_lib.escape(prompt)}" data-minitfm-max-new="{max_new_tokens}" '
-                     f'style="{box}"><div data-minitfm-live-status role="status">{lm.NO_SCRIPT}</div></div>'
+                     f'style="{lm.BOX_STYLE}"><div data-minitfm-live-status role="status">{lm.NO_SCRIPT}</div></div>'
                      + embedded + f"<script>{loader}</script>")
 
     @property

@@ -182,6 +182,10 @@ def bundle(out_dir, names=None, folder: Path = ASSETS) -> list[Path]:
 # lang, _static/minitfm.css), and a notebook viewer without the book's CSS shows both.
 NO_SCRIPT = ('<div lang="en">The live model needs JavaScript: it runs on the book\'s web page.</div>'
              '<div lang="zh-CN">实时模型需要 JavaScript：它在本书的网页上运行。</div>')
+# the frame of a live cell's output (an explorer, a chat, a comparison): light on any page theme
+BOX_STYLE = ("background:#fff;color:#1f2328;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;margin:8px 0;"
+             "max-width:100%;box-sizing:border-box;font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,"
+             "'Noto Sans','PingFang SC',sans-serif")
 
 
 class LiveExplorer:
@@ -200,11 +204,8 @@ class LiveExplorer:
         loader = (ASSETS / "loader.js").read_text(encoding="utf-8").split("\n", 3)[3]  # without its comment lines
         loader = loader.replace("__ID__", self.element_id).replace("__NAME__", name)
         embedded = f"<script>{page_js()}</script><script>{asset_script(name)}</script>" if inline else ""
-        box = ("background:#fff;color:#1f2328;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;margin:8px 0;"
-               "max-width:100%;box-sizing:border-box;font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,"
-               "'Noto Sans','PingFang SC',sans-serif")
         self.html = (f'<div id="{self.element_id}" class="minitfm-live" data-minitfm-live="{name}" '
-                     f'data-minitfm-prompt="{html_lib.escape(prompt)}" style="{box}">'
+                     f'data-minitfm-prompt="{html_lib.escape(prompt)}" style="{BOX_STYLE}">'
                      f'<div data-minitfm-live-status role="status">{NO_SCRIPT}</div></div>'
                      + embedded + f"<script>{loader}</script>")
 
