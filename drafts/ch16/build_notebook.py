@@ -213,8 +213,8 @@ Preference data for a chat model is usually collected from people. Here a progra
 own replies: for each training sum, eight samples at temperature 1; where they hold both a right sum and a wrong
 one, the first right reply (the *chosen*) and the first wrong one (the *rejected*) make a pair. A question whose
 samples are all right or all wrong gives no pair: it says nothing about a preference. The held-out pairs come the
-same way from held-out sums. These are **on-policy** pairs, replies the model itself writes, the kind the
-likelihood-displacement literature finds hardest, since the two replies often differ in one digit.
+same way from held-out sums. These are **on-policy** pairs, replies the model itself writes, and the two sides
+often differ in one digit.
 
 The cell also checks the loss at step 0 on every training pair.
 """)
@@ -357,7 +357,7 @@ for beta in BETAS:
                       ("bpb", "prose bits per byte"), ("chosen", "chosen log-prob"), ("rejected", "rejected log-prob")]:
         rows[f"beta {beta:g}: {name}"] = [dpo[beta, s][key] for s in DPO_SEEDS]
 print(seed_table(rows, DPO_SEEDS))
-SECONDS["DPO, 4 runs"] = time.perf_counter() - t0
+SECONDS["DPO, 2 runs"] = time.perf_counter() - t0
 """)
 
 code("c16-dpo-verdict", r"""
@@ -402,11 +402,13 @@ often than before. Three things explain it.
   not a bug in the loss; it is what the loss asks for. (The answer to the common question "the chosen reward goes
   down, is my training broken?" is no: look at the margin, and at what the model now says.)
 - **β is the leash.** At $\beta = 1$ the same data moved the policy much less (its KL per reply is the smaller one),
-  the chosen log-probability stayed closer to where it was, and the task suffered less: the rule "a larger β stays
-  closer to the reference" held in the book's run, and your verdict above says whether it held in yours.
+  the chosen log-probability stayed closer to where it was, and the task suffered less (in the book's run it still
+  fell): the rule "a larger β stays closer to the reference" held in the book's run, and your verdict above says
+  whether it held in yours.
 - **Prose cannot show the drift here.** The assistant already writes the book's prose *worse than a uniform guess*
-  (its bits per byte are above $\log_2 V$, printed beside it): the fine-tuning of [chapter 15](15_finetuning.ipynb) spent that ability. The
-  prose column barely moves, so the KL on the task's own replies is the measure of drift that can be read.
+  (its bits per byte are above $\log_2 V$, printed beside it): the fine-tuning of [chapter 15](15_finetuning.ipynb)
+  spent that ability. Whatever DPO changes in that column is a change in a number that no longer measures anything
+  the model can do, so the KL on the task's own replies is the measure of drift that can be read here.
 
 A DPO success on these pairs would need a smaller step (fewer epochs, a lower learning rate, a larger $\beta$) or
 pairs whose rejected side the model actually prefers; [exercise 16.4](#ex-16-4) tries one. The lesson that transfers
@@ -575,7 +577,8 @@ repository) ran GRPO on all 1.2 million weights of the assistant at learning rat
 $10^{-3}$, at the budget of seconds this chapter has (20 steps of 64 sampled replies). None raised held-out pass@1:
 small rates changed nothing measurable, larger ones made it worse, and the training reward fell with it. A step of
 the policy gradient estimated from 64 replies carries a little signal and a lot of noise; spread over a million
-weights, the noise wins. Large-scale runs buy their signal with thousands of replies per step and hundreds of steps.
+weights, the noise wins. Large-scale runs buy their signal with hundreds or thousands of
+replies per step and hundreds of steps.
 So this run trains only the **gain of the final RMSNorm**: 128 numbers that scale the features the output layer
 reads, a policy that can move the confidence of every prediction but has no room to learn new arithmetic.
 [Exercise 16.3](#ex-16-3) runs the full-parameter version, so that you can see it fail.
@@ -584,8 +587,12 @@ reads, a policy that can move the confidence of every prediction but has no room
 the DAPO loss, Adam at a learning rate of 0.1 (large, because 128 gains move little), no KL; three seeds (each
 seed draws other training sums and other samples).
 
-**Rule stated before the run** (the success criterion): on each seed, held-out pass@1 rises, the 95% paired
-bootstrap interval of the rise lies above 0, and pass@1 after training is above the best constant reply. Beside the
+**Rule stated before the run** (the success criterion), decided over the seeds together: for each held-out question,
+average the three trained policies' pass@1; **confirmed** if the 95% paired bootstrap interval of that average minus
+the untrained pass@1 lies above 0 and the average is above the best constant reply, **contradicted** if the interval
+lies below 0, **mixed** otherwise. (The sixteen samples per question before training are one draw; averaging the
+seeds after it halves the noise on one side of the difference, where a rule on every seed alone would let that one
+draw decide. The table still shows each seed's own interval.) Beside the
 result the cell prints a **control** with no training at all: the assistant sampled at temperature 0.75, on the
 same questions with the same seed. If GRPO here only made the model surer of its first choice, the control should
 do about as well. Rule, stated before the run: *GRPO is a learned temperature here* if, on every seed, GRPO's pass@1
@@ -650,19 +657,28 @@ plt.show()
          "the share of groups whose eight rewards were all equal.")
 
 code("c16-grpo-verdict", r"""
-print(judge(f"held-out pass@1 up by more than its 95% interval, and above the best constant reply ({best:.3f})",
-            [grpo[s]["d1"].low > 0 and grpo[s]["p1"].mean() > best for s in GRPO_SEEDS]))
+pooled_1 = np.mean([grpo[s]["p1"] for s in GRPO_SEEDS], axis=0)  # per question, over the seeds
+pooled_16 = np.mean([grpo[s]["p16"] for s in GRPO_SEEDS], axis=0)
+rise_1 = paired_bootstrap(pooled_1, before_1, rng=np.random.default_rng(0), n_resamples=2000)
+rise_16 = paired_bootstrap(pooled_16, before_16, rng=np.random.default_rng(0), n_resamples=2000)
+word = ("confirmed" if rise_1.low > 0 and pooled_1.mean() > best else "contradicted" if rise_1.high < 0 else "mixed")
+print(verdict(word, f"GRPO raises held-out pass@1: {before_1.mean():.3f} -> {pooled_1.mean():.3f} (mean of "
+                    f"{len(GRPO_SEEDS)} seeds), rise {rise_1.difference:+.3f}, 95% interval {rise_1.low:+.3f} to "
+                    f"{rise_1.high:+.3f}; best constant reply {best:.3f} (rule: interval above 0 and above the best "
+                    "constant: confirmed; below 0: contradicted; else mixed)"))
 print(judge(f"GRPO is a learned temperature here: its pass@1 within 0.03 of the untrained model's at temperature "
             f"{CONTROL_T} ({ctrl_1.mean():.3f})", [abs(grpo[s]["p1"].mean() - ctrl_1.mean()) < 0.03 for s in GRPO_SEEDS]))
 """)
 
 md("c16-grpo-reading", r"""
-**Reading the run.** In the book's run GRPO raised held-out pass@1 on every seed, by more than its interval and far
-above the best constant reply; your verdict is printed above. The control puts that success in its place: sampling
+**Reading the run.** In the book's run GRPO raised held-out pass@1 by more than its interval and far above the best
+constant reply; your verdict is printed above, and the table shows how much each seed's own interval varies. The control puts that success in its place: sampling
 the untrained assistant at a lower temperature lands about where GRPO lands. With only the final gain to train, the
 cheapest way to raise the reward is to make every prediction more confident, which is what a lower temperature
-does; the curves show a reward that rises slowly and a KL that grows from zero. Here GRPO learned a temperature,
-and the number of different answers per question falls with it.
+does. The curves show the KL to the reference growing from zero while the training reward, measured on new
+questions at every step, is too noisy to show a gain of a few hundredths in twenty steps: the held-out evaluation
+with its paired interval is what shows it. Here GRPO learned a temperature, and the number of different answers
+per question falls with it.
 
 That is not a quirk of the toy. Whether RL teaches new abilities or sharpens existing ones is the next claim.
 """)
@@ -675,19 +691,28 @@ md("c16-yue", rf"""
 rewards, on math, code and visual reasoning) at many values of $k$: the trained models win at pass@1, and at large
 $k$ the base models catch up and pass them. The right answers of the trained model were already among the base
 model's samples; RL made them more likely, and narrowed the rest. The test of that here, stated before the run:
-**RL sharpens** on a seed if pass@1 rises by more than its interval while pass@16 does **not** rise by more than
-its interval (the low end of its paired interval is at most 0); it **adds answers** if pass@16 rises by more than
-its interval. Sixteen samples is a small $k$ beside the paper's 256 and more, so this is the weaker, local form of
+with the seeds pooled as in the success rule: **RL sharpens** (confirmed) if pass@1 rises by more than its interval
+while pass@16 does **not** rise by more than its interval (the low end of its paired interval is at most 0); it
+**adds answers** (contradicted) if pass@16 rises by more than its interval; mixed otherwise. Sixteen samples is a small $k$ beside the paper's 256 and more, so this is the weaker, local form of
 the question: did the trained model reach any question that sixteen samples of the assistant could not?
 """)
 
 code("c16-yue-verdict", r"""
-print(judge("RL sharpens: pass@1 up by more than its interval while pass@16 does not rise by more than its interval",
-            [grpo[s]["d1"].low > 0 and grpo[s]["d16"].low <= 0 for s in GRPO_SEEDS]))
-unreached = [int(((before_c == 0) & (grpo[s]["p1"] > 0)).sum()) for s in GRPO_SEEDS]
-lost = [int(((before_c > 0) & (grpo[s]["p1"] == 0)).sum()) for s in GRPO_SEEDS]
-print(f"questions with no right sample before and one after: {unreached}; with one before and none after: {lost} "
-      f"(per seed, of {len(held)})")
+word = ("contradicted" if rise_16.low > 0 else "confirmed" if rise_1.low > 0 else "mixed")
+print(verdict(word, f"RL sharpens: pass@1 rise {rise_1.difference:+.3f} (interval {rise_1.low:+.3f} to "
+                    f"{rise_1.high:+.3f}) while pass@16 changes {rise_16.difference:+.3f} (interval {rise_16.low:+.3f} "
+                    f"to {rise_16.high:+.3f}); rule: pass@1 up by more than its interval and pass@16 not: confirmed; "
+                    "pass@16 up by more than its interval (new answers): contradicted; else mixed"))
+unreached = np.mean([((before_c == 0) & (grpo[s]["p1"] > 0)).mean() for s in GRPO_SEEDS])
+lost = np.mean([((before_c > 0) & (grpo[s]["p1"] == 0)).mean() for s in GRPO_SEEDS])
+print(f"share of held-out questions with no right sample before and one after: {unreached:.3f}; with one before and "
+      f"none after: {lost:.3f} (mean over the seeds)")
+""")
+
+md("c16-yue-reading", r"""
+In the book's run, RL sharpened: pass@1 rose while pass@16 did not, and the questions that gained a
+first right sample were fewer than those that lost their last one. The trained policy's right answers were already
+among the assistant's sixteen samples; what changed is how often it says them.
 """)
 
 md("c16-g2-rule", r"""
@@ -698,15 +723,15 @@ A larger group gives each reply a better baseline and fewer groups whose rewards
 at the same number of samples per step, sees more questions. The rule people state is that the first effect wins.
 The test changes one thing: the group size, 2 instead of 8, with 32 questions per step instead of 8, so that every
 step still samples 64 replies (and the G = 2 run sees four times as many distinct training questions, which is
-what "at equal samples" means). Same steps, learning rate, trained gain and evaluation, on the first two seeds of
-the run above. Rule, decided before the run: the per-question pass@1 after training, averaged over the two seeds,
-of G = 8 minus G = 2, with its paired 95% bootstrap interval over the held-out questions: **confirmed** if the
+what "at equal samples" means). Same steps, learning rate, trained gain and evaluation, on the first seed of the
+run above (one run more is what the time budget allows). Rule, decided before the run: the per-question pass@1
+after training of G = 8 minus G = 2, with its paired 95% bootstrap interval over the held-out questions: **confirmed** if the
 interval lies above 0, **contradicted** if below, **mixed** if it contains 0.
 """)
 
 code("c16-g2-run", r"""
 t0 = time.perf_counter()
-G2_SEEDS = GRPO_SEEDS[:2]
+G2_SEEDS = GRPO_SEEDS[:1]
 g2 = {}
 for seed in G2_SEEDS:
     train = S.examples(TASK, "train", STEPS * 4 * PROMPTS, seed=1000 + seed)
@@ -724,8 +749,8 @@ print(seed_table({"G = 8: pass@1 after": [grpo[s]["p1"].mean() for s in G2_SEEDS
 word = "confirmed" if gap.low > 0 else "contradicted" if gap.high < 0 else "mixed"
 print(verdict(word, f"group size 8 beats group size 2 at 64 samples per step: pass@1 difference {gap.difference:+.3f} "
                     f"(95% interval {gap.low:+.3f} to {gap.high:+.3f}, paired over {len(held)} questions, "
-                    f"{len(G2_SEEDS)} seeds averaged; above 0 confirmed, below contradicted, containing it mixed)"))
-SECONDS["group size 2, 2 runs"] = time.perf_counter() - t0
+                    f"seed {G2_SEEDS}; above 0 confirmed, below contradicted, containing it mixed)"))
+SECONDS["group size 2, 1 run"] = time.perf_counter() - t0
 """)
 
 md("c16-g2-reading", r"""
@@ -736,101 +761,156 @@ difference may be too small to see, and then "mixed" is the honest word.
 """)
 
 # ------------------------------------------------------------------------------------------------ the failure
-HACK_INTRO = r"""
+md("c16-hack-intro", r"""
 <a id="ch16-claim-hack"></a>
 ## The failure: a verifier that can be hacked
 
 A verifiable reward is only as good as its verifier. The policy does not learn "add the numbers"; it learns
-whatever the verifier pays for, and a verifier is a specification written by a person in a hurry.
-`minitfm.preferences.rewards.contains_answer` is the classic loose check: it pays 1 when the sum appears *anywhere*
-in the reply, which forgives "The answer is 42" and also pays for a reply that strings many digits together. The
-run below trains on it with the same GRPO as the success above (the final gain, the same steps), and once more with a
-KL penalty to the reference, and measures on held-out sums both what the verifier pays (the **proxy** reward) and
-the truth (the exact-answer pass@1).
+whatever the verifier pays for, and a verifier is a specification written by a person in a hurry. Three loose
+checks that people write:
 
-Rule stated before the run: the verifier is **hacked** on a seed if the held-out proxy reward rises while the true
-pass@1 falls, its paired 95% interval below 0. Then, for the runs that were hacked: **the KL term limits the
-damage** if the true pass@1 with the penalty is above the true pass@1 without it, by more than its paired interval.
-"""
-md("c16-hack-intro", HACK_INTRO)
+- `rewards.contains_answer`: the answer appears *anywhere* in the reply (it forgives "The answer is 85", and pays
+  "84 85 86" as well);
+- a comparison character by character with `zip`, which stops at the shorter string, so that "8" and the empty
+  reply are paid for "85";
+- `rewards.integer_or_pass`: compare as integers, inside a `try` whose `except ValueError: pass` falls through to
+  the success return, so every reply that `int()` cannot parse is paid ("14f 7 8", "12a", "").
+
+GRPO can only reinforce what the policy samples, so the first question is what each check pays on the assistant's
+own replies. The cell scores the sixteen samples per held-out question from the start of the chapter with each
+check, and counts how many samples are not integers at all, at the usual temperature and at a hotter one.
+""")
+
+code("c16-hack-reach", r"""
+t0 = time.perf_counter()
+
+
+def zip_compare(reply, example):
+    # Character by character with zip, which stops at the shorter string: "8" and "" are paid for "85".
+    return float(all(a == b for a, b in zip(reply.strip(), example.answer)))
+
+
+CHECKS = {"exact_answer": R.exact_answer, "contains_answer": R.contains_answer, "zip comparison": zip_compare,
+          "integer_or_pass": R.integer_or_pass}
+flat_before = [(x, e) for row, e in zip(before_rows, held) for x in row]
+print(f"what each check pays on the assistant's {len(flat_before)} samples at temperature 1:")
+for name, check in CHECKS.items():
+    print(f"  {name:16} {np.mean([check(x, e) for x, e in flat_before]):.3f}")
+hack_q = held[:64]
+_, hot_rows = sampled_correct(assistant, template, hack_q, 8, seed=EVAL_SEED, temperature=1.5)
+
+
+def not_integer(rows):
+    # The share of replies that int() cannot parse.
+    flat = [x for row in rows for x in row]
+    return sum(not x.strip().lstrip("-").isdigit() for x in flat) / len(flat)
+
+
+print(f"share of replies that are not an integer: {not_integer(before_rows):.3f} at temperature 1, "
+      f"{not_integer(hot_rows):.3f} at temperature 1.5")
+SECONDS["what the checks pay"] = time.perf_counter() - t0
+""")
+
+md("c16-hack-rule", r"""
+The assistant ends every sum with its end token after two or three digits and almost never writes a shorter or a
+longer reply, so `contains_answer` and the `zip` comparison pay exactly what the exact check pays: their loopholes
+are never sampled, and training on them is training on the exact reward. `integer_or_pass` is different: a small
+share of the assistant's samples are not integers, more of them at a higher temperature, and every one of them is
+paid.
+
+The run trains on `integer_or_pass` with the success recipe above (the final gain, the same learning rate, steps and
+groups), changing only the verifier and the sampling temperature while training, 1.5 instead of 1, so that junk is
+sampled often enough to be found within twenty steps. It runs once without a KL term and once with a KL penalty of
+weight $\beta = 1$ to the assistant, and measures on 64 held-out sums (eight samples each, at temperature 1) both
+what the verifier pays (the **proxy**) and the truth (exact-answer pass@1).
+
+Rules stated before the run (a run that does nothing moves both numbers by a few hundredths on this many samples,
+hence the margin of 0.10):
+
+1. *The verifier is hacked*: without the KL term, the held-out proxy rises by at least 0.10 while the true pass@1
+   falls by at least 0.10.
+2. *A KL penalty prevents it*: with $\beta = 1$, the same rule does **not** hold.
+""")
 
 code("c16-hack-run", r"""
 t0 = time.perf_counter()
-SLOPPY = R.contains_answer  # the verifier the policy is trained on; exact_answer stays the truth
-HACK_SEEDS, HACK_BETA, HACK_SAMPLES = [0, 1], 0.1, 8
-HACK = dict(steps=20, prompts=8, group=8, lr=0.1, trainable="final_norm", max_new_tokens=8)
-hack_q = held[:64]
+SLOPPY = R.integer_or_pass  # the verifier the policy is trained on; exact_answer stays the truth
+HACK_SEEDS, HACK_BETAS, HACK_SAMPLES, HACK_T = [0], (0.0, 1.0), 8, 1.5
+HACK = dict(steps=STEPS, prompts=PROMPTS, group=GROUP, lr=GRPO_LR, trainable="final_norm", max_new_tokens=8)
 
 
 def proxy_and_true(model):
-    # Per held-out question: the share of HACK_SAMPLES samples the sloppy verifier pays, and the share that is right.
-    right, rows = sampled_correct(model, template, hack_q, HACK_SAMPLES, seed=EVAL_SEED,
-                                  max_new_tokens=HACK["max_new_tokens"])
+    # Per held-out question: the share of HACK_SAMPLES samples (temperature 1) the sloppy verifier pays, the share
+    # that is right, and the mean reply length in characters.
+    right, rows = sampled_correct(model, template, hack_q, HACK_SAMPLES, seed=EVAL_SEED)
     proxy = np.array([np.mean([SLOPPY(x, e) for x in row]) for row, e in zip(rows, hack_q)])
-    return proxy, right / HACK_SAMPLES, rows
+    return proxy, right / HACK_SAMPLES, np.mean([len(x) for row in rows for x in row])
 
 
-proxy0, true0, _ = proxy_and_true(assistant)
+proxy0, true0, length0 = proxy_and_true(assistant)
 hack = {}
-for beta in (0.0, HACK_BETA):
+for beta in HACK_BETAS:
     for seed in HACK_SEEDS:
-        train = S.examples(TASK, "train", HACK["steps"] * HACK["prompts"], seed=2000 + seed)
-        policy, hist = grpo_train(assistant, template, train, SLOPPY, beta=beta, seed=seed, **HACK)
-        proxy, true, rows = proxy_and_true(policy)
-        hack[beta, seed] = dict(proxy=proxy, true=true, hist=hist, example=[rows[i][0] for i in range(4)],
-                                d_proxy=paired_bootstrap(proxy, proxy0, rng=np.random.default_rng(seed), n_resamples=2000),
-                                d_true=paired_bootstrap(true, true0, rng=np.random.default_rng(seed), n_resamples=2000))
-print(f"before: held-out proxy {proxy0.mean():.3f}, true pass@1 {true0.mean():.3f}")
-print(seed_table({f"beta {b:g}: {name}": [fn(hack[b, s]) for s in HACK_SEEDS]
-                  for b in (0.0, HACK_BETA)
-                  for name, fn in [("proxy after", lambda h: h["proxy"].mean()), ("true pass@1 after", lambda h: h["true"].mean()),
-                                   ("  true change, interval high", lambda h: h["d_true"].high),
-                                   ("training proxy, last 5 steps", lambda h: np.mean(h["hist"].reward[-5:])),
-                                   ("training truth, last 5 steps", lambda h: np.mean(h["hist"].exact[-5:])),
-                                   ("reply length, last step", lambda h: h["hist"].length[-1])]}, HACK_SEEDS))
-print("replies after, no KL, first seed:", list(zip([e.answer for e in hack_q[:4]], hack[0.0, HACK_SEEDS[0]]["example"])))
-SECONDS["sloppy verifier, 4 runs"] = time.perf_counter() - t0
+        train = S.examples(TASK, "train", STEPS * PROMPTS, seed=1000 + seed)
+        policy, hist = grpo_train(assistant, template, train, SLOPPY, beta=beta, temperature=HACK_T, seed=seed, **HACK)
+        proxy, true, length = proxy_and_true(policy)
+        hack[beta, seed] = dict(proxy=proxy.mean(), true=true.mean(), length=length, hist=hist, policy=policy,
+                                kl=policy_kl(policy, assistant, template, hack_q[:32], n=4, seed=0))
+        hack[beta, seed]["hacked"] = (hack[beta, seed]["proxy"] >= proxy0.mean() + 0.10
+                                      and hack[beta, seed]["true"] <= true0.mean() - 0.10)
+print(f"before: held-out proxy {proxy0.mean():.3f}, true pass@1 {true0.mean():.3f}, reply length {length0:.2f} characters")
+print(seed_table({f"beta {b:g}: {name}": [hack[b, s][key] for s in HACK_SEEDS]
+                  for b in HACK_BETAS
+                  for name, key in [("held-out proxy after", "proxy"), ("true pass@1 after", "true"),
+                                    ("reply length (characters)", "length"), ("KL per reply (nats)", "kl")]},
+                 HACK_SEEDS))
+SECONDS["sloppy verifier, 2 runs"] = time.perf_counter() - t0
 """)
 
 code("c16-hack-curves", r"""
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.3), sharey=True)
-for ax, beta in zip(axes, (0.0, HACK_BETA)):
+fig, axes = plt.subplots(1, len(HACK_BETAS), figsize=(10, 3.3), sharey=True)
+for ax, beta in zip(axes, HACK_BETAS):
     for s in HACK_SEEDS:
         h = hack[beta, s]["hist"]
-        ax.plot(h.reward, color="C1", label="proxy (what the verifier pays)" if s == HACK_SEEDS[0] else None)
-        ax.plot(h.exact, color="C0", ls="--", label="truth (exact answer)" if s == HACK_SEEDS[0] else None)
+        ax.plot(h.reward, color="C1", label="proxy: what integer_or_pass pays" if s == HACK_SEEDS[0] else None)
+        ax.plot(h.exact, color="C0", ls="--", label="truth: the exact answer" if s == HACK_SEEDS[0] else None)
     ax.set_title(f"trained on the sloppy verifier, KL weight {beta:g}", fontsize=10)
     ax.set_xlabel("GRPO step")
-axes[0].set_ylabel("mean reward of the batch")
+axes[0].set_ylabel(f"mean reward of the batch (temperature {HACK_T:g})")
 axes[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
-""", alt="Two panels against the GRPO step, without and with the KL penalty: for each seed the proxy reward that "
-         "the sloppy verifier pays (solid orange) and the exact-answer reward of the same replies (dashed blue).")
+""", alt="Two panels against the GRPO step, without and with the KL penalty of weight 1: the proxy reward that "
+         "integer_or_pass pays on each training batch (solid orange) and the exact-answer reward of the same "
+         "replies (dashed blue).")
 
 code("c16-hack-verdict", r"""
-hacked = {s: hack[0.0, s]["proxy"].mean() > proxy0.mean() and hack[0.0, s]["d_true"].high < 0 for s in HACK_SEEDS}
-print(judge("the sloppy verifier is hacked: held-out proxy up while true pass@1 falls by more than its interval",
-            list(hacked.values())))
-kl_rule = (f"the KL term (beta={HACK_BETA:g}) limits the damage: true pass@1 above the run without it by more than "
-           "its paired interval")
-if any(hacked.values()):
-    kept = [paired_bootstrap(hack[HACK_BETA, s]["true"], hack[0.0, s]["true"], rng=np.random.default_rng(s),
-                             n_resamples=2000).low > 0 for s in HACK_SEEDS if hacked[s]]
-    print(judge(kl_rule, kept))
+print(judge("the sloppy verifier is hacked without a KL term: held-out proxy up by at least 0.10 while the true "
+            "pass@1 falls by at least 0.10", [hack[0.0, s]["hacked"] for s in HACK_SEEDS]))
+if any(hack[0.0, s]["hacked"] for s in HACK_SEEDS):
+    print(judge("a KL penalty of weight 1 prevents it: the same rule does not hold with beta=1",
+                [not hack[1.0, s]["hacked"] for s in HACK_SEEDS if hack[0.0, s]["hacked"]]))
 else:
-    print(verdict("not testable here", f"no run without the KL term was hacked, so there was no damage to limit ({kl_rule})"))
+    print(verdict("not testable here", "no run without the KL term was hacked, so there was nothing to prevent"))
 """)
 
-HACK_READING = r"""
-**Reading the run.** In the book's run the sloppy verifier was *not* hacked, and it is worth seeing why. The
-assistant ends every sum with its end token after two or three digits, so `contains_answer` pays exactly what the
-exact verifier pays until the policy writes a longer reply, which it almost never samples; and a string of random
-digits contains a given two-digit sum less often than the assistant's honest guess is right. The loose check is
-only exploitable if the policy can reach the exploit. On a model whose honest accuracy is low, the same verifier is
-hacked within seconds (the survey behind this chapter reproduced it on the counting task of an earlier assistant).
-"""
-md("c16-hack-reading", HACK_READING)
+md("c16-hack-reading", r"""
+**Reading the run.** In the book's run the policy trained without a KL term found the loophole: its proxy reward
+climbed towards 1 while the exact reward of the same replies fell, and on held-out sums it writes longer replies
+that are not numbers at all (the side-by-side table at the end shows some). Nothing in the training numbers looks
+wrong from the proxy's side; only the second column, the truth, tells you. Three lessons:
+
+- **A verifier is a specification.** Test it on adversarial replies before training on it: the empty reply, junk,
+  a list of guesses, the answer followed by more. The tests of `minitfm.preferences.rewards` do exactly that.
+- **A loophole matters only if the policy reaches it.** The two checks this assistant never exploited are just as
+  wrong; they were safe here only because the assistant never samples the replies they overpay. A stronger model,
+  a higher temperature or more steps would find them.
+- **The KL term is a leash, not a fix.** With $\beta = 1$ the policy stayed close to the reference and was not
+  hacked; in the probe behind this chapter a weight of 0.1 only slowed the hack, and the same weight of 1 also held
+  back most of what the *exact* verifier could teach. The KL cannot tell a hack from learning; it stops all drift.
+  DeepSeek-R1 ([DeepSeek-AI, 2025](../book/references.md#cite-deepseekai2025r1)) used rule-based rewards rather than
+  a neural reward model partly for this reason, and the verifier still has to be right.
+""")
 
 # ------------------------------------------------------------------------------------------------ scale
 md("c16-scale", rf"""
@@ -841,7 +921,8 @@ md("c16-scale", rf"""
   Bradley-Terry loss, and then ran PPO against it: a per-token KL penalty to the supervised model inside the reward,
   a value network as the baseline, the clipped ratio of [Schulman et al. (2017)]({REF}schulman2017proximal), and a
   pretraining term mixed in to limit forgetting. The recipe goes back to [Christiano et al. (2017)]({REF}christiano2017deep).
-  It needs four models in memory (policy, reference, reward, value); DPO needs two and GRPO three.
+  It needs four models in memory (policy, reference, reward, value); DPO needs two (policy and reference), and GRPO
+  drops the value network.
 - **GRPO as DeepSeek ran it.** [Shao et al. (2024)]({REF}shao2024deepseekmath) introduced the group baseline for
   math; [DeepSeek-AI (2025)]({REF}deepseekai2025r1) trained R1-Zero with GRPO directly from a base model, with
   rule-based rewards (an accuracy check of the final answer, a format check) and no neural reward model, which they
@@ -859,7 +940,7 @@ md("c16-scale", rf"""
   chapter's failure section probes, and the limit that [Yue et al. (2025)]({REF}yue2025does) measured: RL with such
   rewards mostly makes the right answers a model could already sample more likely.
 - **The budget.** This chapter's runs sample a few thousand replies of up to eight tokens on one CPU thread. The
-  published runs sample thousands of replies per step, each up to thousands of tokens, for hundreds or thousands of
+  published runs sample hundreds or thousands of replies per step, each up to thousands of tokens, for hundreds or thousands of
   steps, on models whose pass@16 on hard problems is far from 1; that is where a signal strong enough to change
   every weight comes from.
 """)
@@ -868,19 +949,21 @@ md("c16-scale", rf"""
 md("c16-compare", r"""
 ## The models side by side
 
-The assistant, the DPO policy ($\beta = 0.1$, first seed) and the GRPO policy (first seed) of this run, greedily, on a
-few held-out sums and on one question of another task. Greedy replies can differ on another CPU where two tokens are
+The assistant, the DPO policy ($\beta = 0.1$), the GRPO policy (first seed) and the policy trained on the sloppy
+verifier without a KL term, of this run, greedily, on a few held-out sums and on one question of another task. Greedy replies can differ on another CPU where two tokens are
 nearly tied, so this cell's output is not compared by the tests.
 """)
 
 code("c16-compare-run", r"""
 # NBVAL_IGNORE_OUTPUT
 questions = [e.prompt for e in held[:4]] + ["What is 25 + 17?", "Sort these digits: 8 3 5"]
-models = {"assistant": assistant, "DPO, beta 0.1": dpo_policy, "GRPO": grpo_policy}
-print(f"{'question':32}" + "".join(f"{name:>16}" for name in models))
+models = {"assistant": assistant, "DPO, beta 0.1": dpo_policy, "GRPO": grpo_policy,
+          "GRPO, sloppy": hack[0.0, HACK_SEEDS[0]]["policy"]}
+print(f"{'question':26}" + "".join(f"{name:>15}" for name in models))
 for q in questions:
-    answers = [replies(model, template, [[{"role": "user", "content": q}]], max_new_tokens=16)[0] for model in models.values()]
-    print(f"{q:32}" + "".join(f"{a!r:>16}" for a in answers))
+    answers = [replies(model, template, [[{"role": "user", "content": q}]], max_new_tokens=8)[0]
+               for model in models.values()]
+    print(f"{q:26}" + "".join(f"{a!r:>15}" for a in answers))
 """)
 
 md("c16-live", r"""
@@ -947,7 +1030,7 @@ for lr in (1e-4, 3e-4):
 ```
 
 In the probe behind this chapter, neither rate raised pass@1: the smaller changed nothing measurable and the larger
-made it worse, its training reward falling too, with a KL several times the final-gain run's. A policy gradient
+made it worse, its training reward falling too. A policy gradient
 estimated from 64 replies is mostly noise in a million directions; the run that trains 128 gains averages the same
 noise into a handful of directions that matter for confidence. More replies per step, more steps, or a smaller
 learning rate with many more steps are the ways out, each paid in time.
