@@ -578,8 +578,7 @@ $10^{-3}$, at the budget of seconds this chapter has (20 steps of 64 sampled rep
 small rates changed nothing measurable, larger ones made it worse, and the training reward fell with it. A step of
 the policy gradient estimated from 64 replies carries a little signal and a lot of noise; spread over a million
 weights, the noise wins. Large-scale runs buy their signal with hundreds or thousands of
-replies per step and hundreds of steps.
-So this run trains only the **gain of the final RMSNorm**: 128 numbers that scale the features the output layer
+replies per step and hundreds of steps. So this run trains only the **gain of the final RMSNorm**: 128 numbers that scale the features the output layer
 reads, a policy that can move the confidence of every prediction but has no room to learn new arithmetic.
 [Exercise 16.3](#ex-16-3) runs the full-parameter version, so that you can see it fail.
 
@@ -591,12 +590,12 @@ seed draws other training sums and other samples).
 average the three trained policies' pass@1; **confirmed** if the 95% paired bootstrap interval of that average minus
 the untrained pass@1 lies above 0 and the average is above the best constant reply, **contradicted** if the interval
 lies below 0, **mixed** otherwise. (The sixteen samples per question before training are one draw; averaging the
-seeds after it halves the noise on one side of the difference, where a rule on every seed alone would let that one
+seeds after it lowers the noise on one side of the difference, where a rule on every seed alone would let that one
 draw decide. The table still shows each seed's own interval.) Beside the
 result the cell prints a **control** with no training at all: the assistant sampled at temperature 0.75, on the
 same questions with the same seed. If GRPO here only made the model surer of its first choice, the control should
 do about as well. Rule, stated before the run: *GRPO is a learned temperature here* if, on every seed, GRPO's pass@1
-is within 0.03 of the control's (about the width of the success's interval).
+is within 0.03 of the control's (about half the width of the success's interval).
 """)
 
 code("c16-grpo-run", r"""
@@ -813,7 +812,7 @@ SECONDS["what the checks pay"] = time.perf_counter() - t0
 
 md("c16-hack-rule", r"""
 The assistant ends every sum with its end token after two or three digits and almost never writes a shorter or a
-longer reply, so `contains_answer` and the `zip` comparison pay exactly what the exact check pays: their loopholes
+longer reply, so `contains_answer` and the `zip` comparison pay almost exactly what the exact check pays: their loopholes
 are never sampled, and training on them is training on the exact reward. `integer_or_pass` is different: a small
 share of the assistant's samples are not integers, more of them at a higher temperature, and every one of them is
 paid.
