@@ -23,7 +23,9 @@ malformed input as 0 hides a bug in the training loop.
 
 Why verifiable rewards: a program that checks the answer cannot be flattered, and costs nothing per sample,
 which is why DeepSeek-R1 and the RL courses train on math and code. But a verifier is a specification: what
-it accepts is what the policy will learn to write. :func:`contains_answer` is the proof.
+it accepts is what the policy will learn to write, of what the policy samples: :func:`integer_or_pass` is the
+proof on the book's assistant, and :func:`contains_answer`, which pays replies the assistant never writes, shows
+that a loose check is hacked only where the policy can reach what it overpays.
 """
 from __future__ import annotations
 
@@ -88,10 +90,12 @@ def contains_answer(reply: str, example: Example) -> float:
 
     It looks harmless: a right answer contains itself, and it forgives a reply such as "The answer is 42".
     But it rewards any reply that happens to contain the answer's characters: on "What is 1 + 2?" the reply
-    "12 13 14 15" earns 1.0 (it contains "3"), and so does "0123456789". A policy trained on it is *hacked*:
-    longer replies that string many digits together hit the answer more often, so their reward rises while
-    exact accuracy falls to zero (the survey's probe: 3 of 3 seeds within 13 s on the book's assistant). The
-    fix is a verifier that accepts the answer and nothing else: :func:`exact_answer`."""
+    "12 13 14 15" earns 1.0 (it contains "3"), and so does "0123456789". A policy that samples such replies is
+    paid for them: longer replies that string many digits together hit the answer more often. The survey's
+    probe hacked it on the book's first assistant (3 of 3 seeds within 13 s); today's assistant ends its sums
+    after two or three digits and almost never samples a longer reply, so on its own samples this verifier pays
+    what :func:`exact_answer` pays, and GRPO has nothing to hack (chapter 16 measures both, and hacks
+    :func:`integer_or_pass` instead). The fix is a verifier that accepts the answer and nothing else."""
     check_reply(reply, example)
     return float(example.answer in reply)
 
