@@ -109,10 +109,11 @@ def check_group_advantages(advantages_fn, verbose: bool = True) -> CheckResult:
 
     ``rewards`` (N, G) float: the rewards of G sampled replies to each of N prompts (row i = prompt i's group).
     Return (N, G): each reward minus its group's mean, divided by the group's standard deviation (unbiased, n - 1,
-    as TRL and DeepSeekMath's code) plus 1e-4, so that a group whose rewards are all equal gets advantages 0.
+    as TRL and Stanford CS336's assignment compute it) plus 1e-4, so that a group whose rewards are all equal gets
+    advantages 0.
     """
     mistakes = [
-        Mistake("you divided by the biased standard deviation (dividing by G); GRPO as TRL and DeepSeekMath's code "
+        Mistake("you divided by the biased standard deviation (dividing by G); GRPO as TRL and CS336 "
                 "compute it uses the unbiased one (G - 1: torch.std's default, numpy's ddof=1)",
                 lambda i: _advantages(i["rewards"], unbiased=False)),
         Mistake("you did not normalise by the group's standard deviation: r - mean is Dr. GRPO's choice "
@@ -123,8 +124,10 @@ def check_group_advantages(advantages_fn, verbose: bool = True) -> CheckResult:
                 "replies to the same prompt)", lambda i: _advantages(i["rewards"], centre="batch")),
         Mistake("you normalised down the columns (over prompts); a group is a row: the G replies to one prompt",
                 lambda i: _advantages(i["rewards"], over="columns")),
-        Mistake("you left out the 1e-4 added to the standard deviation: without it a group whose rewards are all "
-                "equal divides 0 by 0 and gets NaN instead of advantages 0 (it teaches nothing)",
+        Mistake("your advantages differ from the expected ones by about 1e-4 relative: check the constant added to "
+                "the standard deviation (this exercise adds 1e-4, as TRL; CS336's default is 1e-6). With none at "
+                "all, a group whose rewards are all equal divides 0 by 0 and gets NaN instead of advantages 0 (it "
+                "teaches nothing)",
                 lambda i: _advantages(i["rewards"], eps=0.0)),
     ]
     specs = [("0/1 rewards, groups of 4: [1, 0, 1, 0], [1, 1, 1, 0], [0, 1, 0, 0]",

@@ -7,8 +7,9 @@
 ``grpo``                    group relative policy optimisation: a group of sampled replies per prompt,
                             group-relative advantages, the clipped ratio, the k3 KL penalty, and the four
                             loss normalisations (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``)
-``rewards``                 verifiable rewards for the assistant's tasks (exact answer, format) and one
-                            deliberately sloppy verifier (the answer anywhere in the reply) that a policy hacks
+``rewards``                 verifiable rewards for the assistant's tasks (exact answer, format) and two
+                            deliberately sloppy verifiers: the answer anywhere in the reply, which the book's
+                            assistant never reaches, and ``integer_or_pass``, which chapter 16 hacks
 ``training``                the loops and the measurements: seeded GRPO and DPO on a copy of a chat model
                             (which parameters train, per-step curves), counts of correct samples, pairs from
                             the model's own samples, KL to the reference per reply, pass@k from counts

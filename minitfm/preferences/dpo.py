@@ -36,7 +36,7 @@ Answers to what learners ask:
   "reference" are one object.
 - *The chosen reward goes down: is it broken?* No: only the margin is optimised. Both log-probabilities often
   fall, the rejected one faster; the chosen reply may lose probability to replies that are in neither side
-  ("likelihood displacement", Razin et al. 2024, arXiv 2410.08847). Watch ``chosen_log_probs`` for it.
+  ("likelihood displacement", Razin et al. 2025 (ICLR), arXiv 2410.08847). Watch ``chosen_log_probs`` for it.
 - *Sum or mean over tokens?* The sum: log pi(y|x) is the log-probability of the whole reply, the sum of its
   tokens' log-probabilities (the chain rule), and that is what step 2's derivation needs. A per-token mean is
   another objective (it changes how length is rewarded); TRL, the paper's code and minimind sum.

@@ -47,7 +47,7 @@ Answers to what learners ask:
   TRL's default is beta = 0 (no reference at all), following Dr. GRPO and DAPO; DeepSeek-R1 used 0.001.
 - *Sum or mean over tokens?* A mean, per token: every token of a completion gets its completion's advantage,
   and the four normalisations above differ only in what the sum is divided by.
-- *Group std?* Unbiased (Bessel's n - 1), plus 1e-4, as TRL and CS336; minimind divides by the biased one.
+- *Group std?* Unbiased (Bessel's n - 1), plus 1e-4, as TRL (CS336 adds 1e-6); minimind divides by the biased one.
   ``scale="none"`` (Dr. GRPO) keeps r - mean: dividing by the std gives the groups that are nearly all right
   or all wrong the largest advantages (a difficulty bias).
 """
@@ -70,7 +70,7 @@ __all__ = ["LOSS_TYPES", "SCALES", "Groups", "group_advantages", "k3_kl", "GRPOO
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALES = ("group", "batch", "none")
-STD_EPS = 1e-4  # added to the std, as DeepSeekMath's code and TRL
+STD_EPS = 1e-4  # added to the std, as TRL (CS336's default is 1e-6; DeepSeekMath's paper writes none)
 
 
 def group_advantages(rewards: torch.Tensor, *, scale: str = "group", eps: float = STD_EPS) -> torch.Tensor:

@@ -92,10 +92,10 @@ def contains_answer(reply: str, example: Example) -> float:
     But it rewards any reply that happens to contain the answer's characters: on "What is 1 + 2?" the reply
     "12 13 14 15" earns 1.0 (it contains "3"), and so does "0123456789". A policy that samples such replies is
     paid for them: longer replies that string many digits together hit the answer more often. The survey's
-    probe hacked it on the book's first assistant (3 of 3 seeds within 13 s); today's assistant ends its sums
-    after two or three digits and almost never samples a longer reply, so on its own samples this verifier pays
-    what :func:`exact_answer` pays, and GRPO has nothing to hack (chapter 16 measures both, and hacks
-    :func:`integer_or_pass` instead). The fix is a verifier that accepts the answer and nothing else."""
+    probe hacked it on the book's first assistant (0.47M parameters, task ``count``: 3 of 3 seeds within 13 s);
+    today's assistant ends its sums after two or three digits and almost never samples a longer reply, so on its
+    own samples this verifier pays almost exactly what :func:`exact_answer` pays, and GRPO finds nothing to hack
+    (chapter 16 measures both, and hacks :func:`integer_or_pass` instead). The fix is a verifier that accepts the answer and nothing else."""
     check_reply(reply, example)
     return float(example.answer in reply)
 

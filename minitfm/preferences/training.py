@@ -16,7 +16,8 @@ never changed).
 =========================  =======================================================================================
 
 ``trainable`` picks the parameters that train: ``"all"``, ``"final_norm"`` (the final RMSNorm gain, a per-feature
-scale of what the output layer reads, close to a learned temperature), ``"norms"`` (every norm gain),
+scale of what the output layer reads: a per-feature rescaling whose effect on pass@1 is similar to cooling the
+sampler, though unlike a temperature it can change greedy replies), ``"norms"`` (every norm gain),
 ``"last_block"`` (the last decoder block and the final norm), or a callable ``name -> bool`` on
 ``model.named_parameters()``. The others stay bit-equal to the reference. Both loops keep the policy in eval mode
 (no dropout): the replies are sampled from, and the gradient taken of, the same distribution.

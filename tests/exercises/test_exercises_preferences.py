@@ -38,7 +38,7 @@ CASES = {
         (lambda r: advantages_from_scratch(r, unbiased=False), "biased standard deviation"),
         (lambda r: advantages_from_scratch(r, divide=False), "did not normalise by the group's standard deviation"),
         (lambda r: (r - r.mean(1, keepdim=True)) / (r.std() + 1e-4), "standard deviation of the whole batch"),
-        (lambda r: advantages_from_scratch(r, eps=0.0), "left out the 1e-4"),
+        (lambda r: advantages_from_scratch(r, eps=0.0), "check the constant added to the standard deviation"),
     ]),
 }
 
@@ -83,3 +83,10 @@ def test_the_librarys_group_advantages_pass_and_the_batch_mean_is_named():
     assert not batch_mean.passed and "mean of the whole batch" in batch_mean.message
     columns = ex.check_group_advantages(lambda r: (r - r.mean(0)) / (r.std(0) + 1e-4), verbose=False)
     assert not columns.passed and "down the columns" in columns.message
+
+
+def test_another_constant_on_the_std_is_told_to_check_the_constant_not_that_it_was_left_out():
+    # CS336's default adds 1e-6: the answer differs by about 1e-4 relative, and leaving nothing out is not the fault
+    other = ex.check_group_advantages(lambda r: advantages_from_scratch(r, eps=1e-6), verbose=False)
+    assert not other.passed and "check the constant added to the standard deviation" in other.message
+    assert "you left out" not in other.message
