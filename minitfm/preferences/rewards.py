@@ -95,7 +95,8 @@ def contains_answer(reply: str, example: Example) -> float:
     probe hacked it on the book's first assistant (0.47M parameters, task ``count``: 3 of 3 seeds within 13 s);
     today's assistant ends its sums after two or three digits and almost never samples a longer reply, so on its
     own samples this verifier pays almost exactly what :func:`exact_answer` pays, and GRPO finds nothing to hack
-    (chapter 16 measures both, and hacks :func:`integer_or_pass` instead). The fix is a verifier that accepts the answer and nothing else."""
+    (chapter 16 measures both, and hacks :func:`integer_or_pass` instead). The fix is a verifier that accepts
+    the answer and nothing else."""
     check_reply(reply, example)
     return float(example.answer in reply)
 
