@@ -35,8 +35,9 @@ REF = "../book/references.md#cite-"
 md("c16-title", rf"""
 # 16. Preferences and rewards: DPO and GRPO
 
-[Chapter 15](15_finetuning.ipynb) made an assistant by showing a base model written answers. The leading courses
-take one more step after that: the model learns from **judgements of its own replies**. There are two ways to give
+[Chapter 15](15_finetuning.ipynb) made an assistant by showing a base model written answers. Chat models are usually
+taken one step further ([Ouyang et al., 2022]({REF}ouyang2022training)): the model learns from **judgements of its
+own replies**. There are two ways to give
 it those judgements, and this chapter builds both, on the assistant that chapter ships:
 
 - **DPO**, direct preference optimisation ([Rafailov et al., 2023]({REF}rafailov2023direct)), learns from pairs:
@@ -47,11 +48,12 @@ it those judgements, and this chapter builds both, on the assistant that chapter
   replies that scored above their group's average more likely. DeepSeek-R1 was trained this way on math and code
   ([DeepSeek-AI, 2025]({REF}deepseekai2025r1)).
 
-The assistant's intermediate task is the sum of two two-digit numbers: greedily it gets about half of the held-out
-sums right, and among sixteen samples the right sum is usually there. That gap, between what the model says first
-and what it can say, is what learning from judgements works on. The chapter runs, on your CPU and over seeds, one
-method that learns the preference while the task gets worse, one that works, and one that fails on purpose, and
-tests the rules of thumb people repeat about them. Every verdict is computed in your run.
+The assistant's intermediate task is the sum of two two-digit numbers. Greedily it gets some of the held-out sums
+right and many wrong, while among sixteen samples the right sum is far more often present (the first cell prints
+both). That gap, between what the model says first and what it can say, is what learning from judgements works on.
+The chapter runs, on your CPU and over seeds, a method that learns from pairs, a method that learns from a verifier,
+and a verifier that is wrong on purpose, and tests the rules of thumb people repeat about them. Every verdict is
+computed in your run.
 
 **After this chapter you will be able to**
 
@@ -92,6 +94,7 @@ from minitfm.evaluation import paired_bootstrap
 from minitfm.finetuning import skills as S
 from minitfm.finetuning.answering import replies
 from minitfm.lm import assistant_lm as A
+from minitfm.lm.base_lm import load_base_lm
 from minitfm.lm.prose import heldout_bits_per_byte
 from minitfm.preferences import dpo as D, grpo as G, rewards as R
 from minitfm.preferences.training import (dpo_train, grpo_train, pass_at_k_counts, policy_kl, sampled_correct,
@@ -130,9 +133,14 @@ held = A.heldout_examples(TASK, 100)  # held-out sums: never asked in fine-tunin
 best_reply, best = A.best_constant(held)
 
 
-def greedy_right(model, questions):
+def greedy_replies(model, questions):
+    # The model's greedy reply to each question (what the chat box shows).
+    return replies(model, template, [e.chat(with_answer=False) for e in questions], max_new_tokens=8)
+
+
+def greedy_right(model, questions, out=None):
     # 1.0 where the model's greedy reply is exactly the answer, else 0.0 (one per question).
-    out = replies(model, template, [e.chat(with_answer=False) for e in questions], max_new_tokens=8)
+    out = greedy_replies(model, questions) if out is None else out
     return np.array([R.exact_answer(a, e) for a, e in zip(out, questions)])
 
 
@@ -143,12 +151,15 @@ def distinct(rows):
 
 before_c, before_rows = sampled_correct(assistant, template, held, N_SAMPLES, seed=EVAL_SEED)
 before_1, before_16 = pass_at_k_counts(before_c, N_SAMPLES, 1), pass_at_k_counts(before_c, N_SAMPLES, 16)
+greedy0_replies = greedy_replies(assistant, held)  # kept: GRPO's greedy replies are compared with these
+greedy0 = greedy_right(assistant, held, greedy0_replies).mean()
 print(f"the assistant: {sum(p.numel() for p in assistant.parameters()):,} parameters; task {TASK!r}, "
       f"{len(held)} held-out questions, e.g. {held[0].prompt!r} -> {held[0].answer!r}")
-print(f"greedy accuracy {greedy_right(assistant, held).mean():.3f}; sampled pass@1 {before_1.mean():.3f}, "
+print(f"greedy accuracy {greedy0:.3f}; sampled pass@1 {before_1.mean():.3f}, "
       f"pass@16 {before_16.mean():.3f}; {distinct(before_rows):.2f} different answers per question")
 print(f"best constant reply {best_reply!r}: right on {best:.3f} of the questions")
 print("one question's sixteen samples:", before_rows[0], "answer", held[0].answer)
+assert greedy0 < before_16.mean() - 0.2  # the gap this chapter works on: the right sum is sampled far more than said
 SECONDS["the starting point"] = time.perf_counter() - t0
 """)
 
@@ -162,17 +173,19 @@ $$P(y_w \succ y_l \mid x) = \sigma\big(r(x, y_w) - r(x, y_l)\big)$$
 
 for some unknown reward $r$, where $\sigma$ is the logistic function: the model of paired comparisons of
 [Bradley and Terry (1952)]({REF}bradley1952rank). Reinforcement learning from human feedback fits a reward model to
-such comparisons and then trains the policy $\pi$ to maximise the reward minus a price for leaving the reference
-model $\pi_\text{{ref}}$ (the model before this step) ([Christiano et al., 2017]({REF}christiano2017deep);
-[Ouyang et al., 2022]({REF}ouyang2022training)):
+such comparisons ([Christiano et al., 2017]({REF}christiano2017deep)) and then, for a language model, trains the
+policy $\pi$ to maximise that reward minus a price for leaving the reference model $\pi_\text{{ref}}$ (the model
+before this step), as InstructGPT did ([Ouyang et al., 2022]({REF}ouyang2022training)):
 
 $$\max_\pi\ \mathbb{{E}}_{{y \sim \pi(\cdot|x)}}\big[r(x, y)\big] - \beta\, \mathrm{{KL}}\big(\pi(\cdot|x)\,\|\,\pi_\text{{ref}}(\cdot|x)\big)$$
 
-[Rafailov et al. (2023)]({REF}rafailov2023direct) noticed that this objective has an exact maximiser,
-$\pi^*(y|x) = \pi_\text{{ref}}(y|x)\, e^{{r(x,y)/\beta}} / Z(x)$. Solve it for the reward,
-$r(x, y) = \beta \log \frac{{\pi^*(y|x)}}{{\pi_\text{{ref}}(y|x)}} + \beta \log Z(x)$, and put that into Bradley-Terry: the
-unknown $Z(x)$ is the same for both replies and cancels in the difference. What is left is the negative
-log-likelihood of the preferences, written with the policy alone:
+This objective has an exact maximiser, known from earlier work on KL-regularised control and recalled by
+[Rafailov et al. (2023)]({REF}rafailov2023direct): $\pi^*(y|x) = \pi_\text{{ref}}(y|x)\, e^{{r(x,y)/\beta}} / Z(x)$.
+Their step was to read it backwards. Solve it for the reward,
+$r(x, y) = \beta \log \frac{{\pi^*(y|x)}}{{\pi_\text{{ref}}(y|x)}} + \beta \log Z(x)$, so that every policy $\pi$
+defines a reward, and put that reward into Bradley-Terry. The unknown $Z(x)$ is the same for both replies and
+cancels in the difference. Fitting this reward to the preferences means training the policy itself, by the
+negative log-likelihood of the preferences:
 
 $$\mathcal{{L}}_\text{{DPO}} = -\log \sigma\Big(\beta\Big[\log\frac{{\pi(y_w|x)}}{{\pi_\text{{ref}}(y_w|x)}} - \log\frac{{\pi(y_l|x)}}{{\pi_\text{{ref}}(y_l|x)}}\Big]\Big)$$
 
@@ -184,7 +197,8 @@ No reward model to train, no sampling while training: a classification loss on p
 - **Which way does $\beta$ go?** $\beta$ is the price of the KL term, so a **larger $\beta$ keeps the policy closer to
   the reference**. In the loss it multiplies the log-ratio difference: with a large $\beta$ a small difference already
   brings the loss near zero and the pull stops; with a small $\beta$ the loss keeps pulling until the log-ratios
-  have moved far. (Popular tutorials have printed this backwards.)
+  have moved far. (At the start a larger $\beta$ pulls harder, by the factor $\beta$; it also stops sooner, and with
+  finite steps that second effect wins.)
 - **Why $\ln 2$?** Before the first step the policy *is* the reference: every log-ratio is 0 and the loss is
   $-\log\sigma(0) = \ln 2$ exactly, whatever the pairs. A loss that stays there means that nothing moved (a frozen
   model, or a "reference" that is the policy object itself).
@@ -204,7 +218,7 @@ plt.show()
          "frozen reference as log-probabilities summed over the reply's tokens; beta times their difference is the "
          "margin and minus log sigma of the margin is the loss. An inset plots the loss against the log-ratio "
          "difference d for beta 0.1 and beta 1: both pass through ln 2 at d = 0, the beta 1 curve is steeper and "
-         "reaches zero within a few nats.")
+         "is near zero a few nats to the right of 0.")
 
 md("c16-pairs-intro", r"""
 ### Pairs from the assistant's own samples
@@ -302,25 +316,34 @@ md("c16-dpo-rules", r"""
 ### DPO at two values of β
 
 The run trains a copy of the assistant (every weight, Adam, two epochs over the training pairs in batches of 16)
-once with $\beta = 0.1$, TRL's default, and once with $\beta = 1$ (one seed each, for the time budget: the seed
-only orders the batches, and the effects below are large), and measures:
+once with $\beta = 0.1$, TRL's default, and once with $\beta = 1$ (one training run per $\beta$, for the time budget:
+the seed only orders the batches; the pairs are fixed above), and measures:
 
-- on the **held-out pairs**: the preference accuracy (the share with a positive margin) and the mean margin;
+- on the **held-out pairs**: the preference accuracy (the share with a positive margin), the mean margin, and the
+  mean margin divided by $\beta$ (the log-ratio difference, which can be compared across $\beta$); and the share of
+  pairs whose right sum the model's *own* log-probabilities rank higher, before and after training;
 - **task accuracy**: greedy, on 200 held-out sums, before and after, as a paired difference with its 95% bootstrap
   interval;
 - **drift from the reference**: the KL divergence per reply, $\mathbb{E}_{y\sim\pi}[\log \pi(y|x) - \log
   \pi_\text{ref}(y|x)]$ on the policy's own samples, and the bits per byte of the held-out prose of
-  [chapter 15](15_finetuning.ipynb);
+  [chapter 15](15_finetuning.ipynb), beside the base model's;
 - the **chosen log-probability**, $\log \pi(y_w|x)$ averaged over the training pairs, and the rejected one.
 
-Rules stated before the run:
+The rules, each decided in this run (one training run per β):
 
-1. *DPO learns the preference*: confirmed if every run's held-out preference accuracy is above 0.5.
-2. *A larger β stays closer to the reference*: on each seed, the β = 1 run's KL per reply is below the β = 0.1 run's.
-3. *Learning the preference costs the task here*: on each seed, the β = 0.1 run's greedy accuracy falls, its paired
-   interval below 0.
-4. *Likelihood displacement*: on each seed at β = 0.1, the chosen log-probability falls while the held-out margin
-   is positive.
+1. *DPO learns the preference*: at each β, on the held-out pairs, the share that the trained policy's own
+   log-probabilities rank the right way, minus the same share for the untrained assistant (which already prefers
+   the right sum on most pairs; the cell prints it), with its paired 95% bootstrap interval over the pairs:
+   confirmed if above 0, contradicted if below, mixed otherwise. The floor is the assistant's own ranking, not a
+   coin's 0.5: a policy that learned nothing scores about that.
+2. *A larger β stays closer to the reference*: the β = 1 run's KL per reply is below the β = 0.1 run's.
+3. *DPO on right-versus-wrong pairs improves the task* (the rule people state): at β = 0.1, the paired 95%
+   interval of the greedy-accuracy change: confirmed if above 0, contradicted if below, mixed if it contains 0.
+4. *Likelihood displacement*: at β = 0.1, the chosen log-probability falls while the held-out margin is positive.
+
+These rules were written after a probe on the same held-out sums, so they are not forecasts: what your run tests
+is whether the probe's findings hold on your machine. Rule 3 is the rule people state, and the probe found it
+false here (its first draft predicted the opposite of what the probe then measured).
 """)
 
 code("c16-dpo-run", r"""
@@ -332,6 +355,16 @@ with torch.no_grad():
     chosen0 = D.sequence_log_probs(assistant, train_c).mean().item()
     rejected0 = D.sequence_log_probs(assistant, train_r).mean().item()
 bpb0 = heldout_bits_per_byte(assistant, 8)
+bpb_base = heldout_bits_per_byte(load_base_lm(), 8)  # the model before chapter 15's fine-tuning
+
+
+def own_ranking(model):
+    # 1.0 for each held-out pair whose chosen (right) reply the model gives the higher summed log-probability.
+    with torch.no_grad():
+        return (D.sequence_log_probs(model, held_c) > D.sequence_log_probs(model, held_r)).double().numpy()
+
+
+ref_rank = own_ranking(assistant)  # the floor of rule 1: the untrained assistant's own ranking
 dpo = {}
 for beta in BETAS:
     for seed in DPO_SEEDS:
@@ -341,18 +374,26 @@ for beta in BETAS:
             chosen = D.sequence_log_probs(policy, train_c).mean().item()
             rejected = D.sequence_log_probs(policy, train_r).mean().item()
         diff = paired_bootstrap(greedy_right(policy, acc_q), right0, rng=np.random.default_rng(seed), n_resamples=2000)
+        rank = paired_bootstrap(own_ranking(policy), ref_rank, rng=np.random.default_rng(seed), n_resamples=2000)
         dpo[beta, seed] = dict(pref=out.accuracy, margin=out.margins.mean().item(), task=diff.difference,
+                               logratio=out.margins.mean().item() / beta, rank=ref_rank.mean() + rank.difference,
+                               rank_change=rank.difference, rank_low=rank.low, rank_high=rank.high,
                                low=diff.low, high=diff.high, chosen=chosen, rejected=rejected, hist=hist,
                                kl=policy_kl(policy, assistant, template, acc_q[:50], n=4, seed=0),
                                bpb=heldout_bits_per_byte(policy, 8))
     if beta == BETAS[0]:
         dpo_policy = policy  # kept for the side-by-side comparison at the end
 print(f"before: greedy accuracy {right0.mean():.3f}; chosen log-prob {chosen0:.3f}, rejected {rejected0:.3f}; "
-      f"prose {bpb0:.3f} bits per byte (a uniform guess over the {assistant.config.vocab_size} ids: "
-      f"{math.log2(assistant.config.vocab_size):.3f})")
+      f"prose {bpb0:.3f} bits per byte (the base model: {bpb_base:.3f}; a uniform guess over the "
+      f"{assistant.config.vocab_size} ids: {math.log2(assistant.config.vocab_size):.3f})")
+print(f"the assistant's own log-probabilities rank the right sum higher on {ref_rank.mean():.3f} of the "
+      f"{len(held_pairs)} held-out pairs (the floor of rule 1)")
 rows = {}
 for beta in BETAS:
-    for key, name in [("pref", "held-out pref. accuracy"), ("margin", "held-out margin"), ("task", "greedy acc. change"),
+    for key, name in [("rank", "held-out own ranking"), ("rank_change", "  change from the assistant's"),
+                      ("rank_low", "  its interval, low"), ("rank_high", "  its interval, high"),
+                      ("pref", "held-out pref. accuracy"), ("margin", "held-out margin"),
+                      ("logratio", "  margin / beta"), ("task", "greedy acc. change"),
                       ("low", "  its interval, low"), ("high", "  its interval, high"), ("kl", "KL per reply (nats)"),
                       ("bpb", "prose bits per byte"), ("chosen", "chosen log-prob"), ("rejected", "rejected log-prob")]:
         rows[f"beta {beta:g}: {name}"] = [dpo[beta, s][key] for s in DPO_SEEDS]
@@ -361,14 +402,32 @@ SECONDS["DPO, 2 runs"] = time.perf_counter() - t0
 """)
 
 code("c16-dpo-verdict", r"""
-print(judge("DPO learns the preference: held-out preference accuracy above 0.5",
-            [dpo[b, s]["pref"] > 0.5 for b in BETAS for s in DPO_SEEDS], unit="runs"))
-print(judge("a larger beta stays closer: the KL per reply at beta=1 is below the KL at beta=0.1",
-            [dpo[1.0, s]["kl"] < dpo[0.1, s]["kl"] for s in DPO_SEEDS]))
-print(judge("at beta=0.1 greedy accuracy falls, its paired 95% interval below 0",
-            [dpo[0.1, s]["high"] < 0 for s in DPO_SEEDS]))
-print(judge("likelihood displacement at beta=0.1: the chosen log-probability falls while the held-out margin is positive",
-            [dpo[0.1, s]["chosen"] < chosen0 and dpo[0.1, s]["margin"] > 0 for s in DPO_SEEDS]))
+s0 = DPO_SEEDS[0]  # one training run per beta: each rule is decided in this run
+
+
+def three_way(low, high):
+    return "confirmed" if low > 0 else "contradicted" if high < 0 else "mixed"
+
+
+for b in BETAS:
+    d = dpo[b, s0]
+    print(verdict(three_way(d["rank_low"], d["rank_high"]),
+                  f"DPO learns the preference at beta={b:g}: held-out pairs ranked the right way by the model's own "
+                  f"log-probabilities {ref_rank.mean():.3f} -> {d['rank']:.3f}, change {d['rank_change']:+.3f} "
+                  f"(95% interval {d['rank_low']:+.3f} to {d['rank_high']:+.3f}, paired over {len(held_pairs)} pairs; "
+                  "the untrained assistant's own ranking is the floor; above 0 confirmed, below contradicted, else mixed)"))
+kl_low, kl_high = dpo[1.0, s0]["kl"], dpo[0.1, s0]["kl"]
+print(verdict("confirmed" if kl_low < kl_high else "contradicted",
+              f"a larger beta stays closer: KL per reply {kl_low:.3f} nats at beta=1 against {kl_high:.3f} at beta=0.1 "
+              "(rule: below confirmed, else contradicted)"))
+d = dpo[0.1, s0]
+print(verdict(three_way(d["low"], d["high"]),
+              f"DPO on right-versus-wrong pairs improves the task at beta=0.1: greedy accuracy change {d['task']:+.3f} "
+              f"(95% interval {d['low']:+.3f} to {d['high']:+.3f}, paired over {len(acc_q)} sums; above 0 confirmed, "
+              "below contradicted, containing 0 mixed)"))
+print(verdict("confirmed" if d["chosen"] < chosen0 and d["margin"] > 0 else "contradicted",
+              f"likelihood displacement at beta=0.1: chosen log-probability {chosen0:.3f} -> {d['chosen']:.3f} while the "
+              f"held-out margin is {d['margin']:+.3f} (rule: the first falls while the second is positive)"))
 """)
 
 code("c16-dpo-curves", r"""
@@ -390,10 +449,10 @@ plt.show()
          "replies' mean log-probability against its value before training (grey line).")
 
 md("c16-dpo-reading", rf"""
-**Reading the run.** Your verdicts are printed above; this paragraph describes the book's run. DPO learned the
-preference on held-out pairs at both values of $\beta$, and at $\beta = 0.1$ it made the assistant *worse* at the
-task: the model now ranks a right sum above a wrong one more often than chance, and says the right sum first less
-often than before. Three things explain it.
+**Reading the run.** Your verdicts are printed above; this paragraph describes the book's run. At $\beta = 0.1$
+DPO made the assistant *worse* at the task: the model's ranking of a right sum against a wrong one moved (your
+verdict says whether beyond the untrained model's own ranking, which already favoured the right sum), while it
+says the right sum first less often than before. Two things explain it.
 
 - **Only the margin is trained.** The chosen log-probability fell while the margins grew: both replies lost
   probability, the rejected one faster. The probability they lost went to replies in neither side of any pair.
@@ -404,11 +463,15 @@ often than before. Three things explain it.
 - **β is the leash.** At $\beta = 1$ the same data moved the policy much less (its KL per reply is the smaller one),
   the chosen log-probability stayed closer to where it was, and the task suffered less (in the book's run it still
   fell): the rule "a larger β stays closer to the reference" held in the book's run, and your verdict above says
-  whether it held in yours.
-- **Prose cannot show the drift here.** The assistant already writes the book's prose *worse than a uniform guess*
-  (its bits per byte are above $\log_2 V$, printed beside it): the fine-tuning of [chapter 15](15_finetuning.ipynb)
-  spent that ability. Whatever DPO changes in that column is a change in a number that no longer measures anything
-  the model can do, so the KL on the task's own replies is the measure of drift that can be read here.
+  whether it held in yours. The margin carries β, so compare the log-ratio differences (margin / β) across β, not
+  the margins.
+
+**Prose cannot show the drift here.** The cell prints the assistant's bits per byte on the book's prose beside
+$\log_2 V$ and beside the base model's: in the book's run the assistant writes that prose *worse than a uniform
+guess*, where the base model was far better, because the fine-tuning of [chapter 15](15_finetuning.ipynb) spent that
+ability ([chapter 15's forgetting verdict](15_finetuning.ipynb#ch15-claim-forgetting)). Whatever DPO changes in that
+column is a change in a number that no longer measures anything the model can do, so the KL on the task's own
+replies is the measure of drift that can be read here.
 
 A DPO success on these pairs would need a smaller step (fewer epochs, a lower learning rate, a larger $\beta$) or
 pairs whose rejected side the model actually prefers; [exercise 16.4](#ex-16-4) tries one. The lesson that transfers
@@ -433,12 +496,17 @@ question as the baseline. One step, as `minitfm.preferences.grpo` runs it:
 3. **Advantages relative to the group**: $A_i = (r_i - \bar r)/(\mathrm{{std}}(r) + 10^{{-4}})$, the group's mean and
    (unbiased) standard deviation. A reply that beat its group gets $A > 0$, one that fell short $A < 0$. A group
    whose rewards are all equal has $A = 0$ everywhere.
-4. **The loss**: every token of reply $i$ gets the reply's advantage, $-A_i \cdot \rho_t$ with the ratio
-   $\rho_t = \pi(y_t)/\pi_\text{{old}}(y_t)$ clipped to $[1-\epsilon, 1+\epsilon]$ as in PPO, averaged over tokens.
-   Here every batch is sampled by the current policy and used for one step (on-policy), so $\rho = 1$ and the clip
-   never acts; the gradient is the policy gradient $-\sum A_i \nabla \log \pi(y_t)$ over the tokens.
+4. **The loss**: every token $t$ of reply $i$ gets the reply's advantage through PPO's clipped surrogate
+   $-\min\big(\rho_t A_i,\ \mathrm{{clip}}(\rho_t, 1-\epsilon, 1+\epsilon)\,A_i\big)$, with the ratio
+   $\rho_t = \pi(y_t)/\pi_\text{{old}}(y_t)$, averaged over tokens. The minimum makes the clip one-sided: it removes
+   the gradient only where the ratio has already moved past $1 \pm \epsilon$ in the direction the advantage
+   favours, never where a step went the wrong way. Here every batch is sampled by the current policy and used for
+   one step (on-policy), so $\rho = 1$ and the clip never acts; the loss's gradient is then
+   $-A_i \nabla \log \pi(y_t)$ averaged over the tokens, the policy gradient with its sign flipped for descent.
 5. **Optionally, a KL penalty**: $\beta$ times an estimate of $\mathrm{{KL}}(\pi \| \pi_\text{{ref}})$ per token
-   (Schulman's "k3" estimator $\frac{{\pi_\text{{ref}}}}{{\pi}} - \log\frac{{\pi_\text{{ref}}}}{{\pi}} - 1 \ge 0$),
+   (the "k3" estimator of a note by John Schulman (2020), as DeepSeekMath's loss uses it
+   ([Shao et al., 2024]({REF}shao2024deepseekmath)):
+   $\frac{{\pi_\text{{ref}}}}{{\pi}} - \log\frac{{\pi_\text{{ref}}}}{{\pi}} - 1 \ge 0$),
    added to the loss. PPO as InstructGPT ran it put the KL into the reward instead; TRL's default is no KL at all.
 
 Answers to what learners ask:
@@ -473,7 +541,7 @@ md("c16-ex2", r"""
 **Exercise 16.2 (build, checked): group advantages.** Write `my_advantages(rewards)` for an (N, G) tensor of
 rewards, row $i$ the G replies to prompt $i$: subtract each group's mean and divide by the group's standard
 deviation plus $10^{-4}$. Which standard deviation? The checker expects the unbiased one (divide by $G - 1$), as
-TRL and DeepSeekMath's code compute it; it tells you if you divided by the biased one, by the whole batch's, by
+TRL and Stanford CS336's assignment compute it; it tells you if you divided by the biased one, by the whole batch's, by
 nothing (that is Dr. GRPO's choice), or if a group of equal rewards gave you NaN. Before you run it, predict the
 advantages of the group [1, 1, 1, 0].
 
@@ -516,10 +584,11 @@ md("c16-flat-rule", r"""
 
 Every reply of such a group has advantage 0, so its tokens add nothing to the policy gradient. That is the rule as
 people state it; it is worth checking, because the group is not quite absent: with the DAPO normalisation its
-tokens still count in the denominator, so they *dilute* the step that the other groups take, which is why DAPO
-drops them and samples more ("dynamic sampling"). The cell samples a batch of 16 training sums, 8 replies each,
+tokens still count in the denominator, so they *dilute* the step that the other groups take. DAPO drops them
+and samples more ("dynamic sampling") so that every prompt in a batch carries a gradient. The cell samples a batch of 16 training sums, 8 replies each,
 and computes the gradient of the loss three ways: on the all-equal groups alone; on the whole batch; and on the
-batch without them. Rule stated before the run: **confirmed** if the all-equal groups' gradient is exactly zero and
+batch without them. The cell checks the rule (it is algebra, so only a bug could make it fail) and measures what
+the algebra hides, the dilution. Rule stated before the run: **confirmed** if the all-equal groups' gradient is exactly zero and
 the whole batch's gradient is the gradient without them scaled by the share of tokens they leave (same direction,
 smaller step); **contradicted** otherwise. The cell also prints the loss's value and the gradient's norm: the loss
 near 0, the gradient not.
@@ -568,19 +637,20 @@ else:
 SECONDS["all-equal groups"] = time.perf_counter() - t0
 """)
 
-md("c16-grpo-what", r"""
+md("c16-grpo-what", rf"""
 <a id="ch16-claim-grpo"></a>
 ### GRPO on sums: what trains, and the rule
 
-**What this run trains, and why not everything.** The probe behind this chapter (`drafts/ch16/NOTES.md` in the
-repository) ran GRPO on all 1.2 million weights of the assistant at learning rates from $3 \times 10^{-5}$ to
-$10^{-3}$, at the budget of seconds this chapter has (20 steps of 64 sampled replies). None raised held-out pass@1:
-small rates changed nothing measurable, larger ones made it worse, and the training reward fell with it. A step of
-the policy gradient estimated from 64 replies carries a little signal and a lot of noise; spread over a million
-weights, the noise wins. Large-scale runs buy their signal with hundreds or thousands of
-replies per step and hundreds of steps. So this run trains only the **gain of the final RMSNorm**: 128 numbers that scale the features the output layer
-reads, a policy that can move the confidence of every prediction but has no room to learn new arithmetic.
-[Exercise 16.3](#ex-16-3) runs the full-parameter version, so that you can see it fail.
+**What this run trains, and why not everything.** While writing this chapter we ran GRPO on all 1.2 million
+weights of the assistant at learning rates from $3 \times 10^{{-5}}$ to $10^{{-3}}$, at the budget of seconds this
+chapter has (20 steps of 64 sampled replies), and none raised held-out pass@1: small rates changed nothing
+measurable, larger ones made it worse, and the training reward fell with it. [Exercise 16.3](#ex-16-3) repeats it on
+your machine. A step of the policy gradient estimated from 64 replies carries a little signal and a lot of noise;
+spread over a million weights, the noise wins. Large-scale runs buy their signal with far larger batches: DeepSeekMath's
+GRPO sampled 64 replies to each question, in batches of 1024, each reply up to 1024 tokens long
+([Shao et al., 2024]({REF}shao2024deepseekmath), section 4.2). So this run trains only the **gain of the final
+RMSNorm**: 128 numbers that scale the features the output layer reads, a policy that can rescale and reweight what
+the output layer reads, but has little room to learn new arithmetic.
 
 **The run**: 20 steps, each 8 training sums times a group of 8 replies at temperature 1, the exact-answer reward,
 the DAPO loss, Adam at a learning rate of 0.1 (large, because 128 gains move little), no KL; three seeds (each
@@ -594,8 +664,16 @@ seeds after it lowers the noise on one side of the difference, where a rule on e
 draw decide. The table still shows each seed's own interval.) Beside the
 result the cell prints a **control** with no training at all: the assistant sampled at temperature 0.75, on the
 same questions with the same seed. If GRPO here only made the model surer of its first choice, the control should
-do about as well. Rule, stated before the run: *GRPO is a learned temperature here* if, on every seed, GRPO's pass@1
-is within 0.03 of the control's (about half the width of the success's interval).
+do about as well. Two rules compare them:
+
+- *GRPO raised pass@1 no more than cooling the sampler does*: confirmed if, on every seed, GRPO's pass@1 is within
+  0.03 of the control's (about half the width of the success's interval). (0.75 is where the probe's trained
+  policies landed, so this checks that finding on your run; finding a temperature that matches is not itself
+  evidence: for a small gain in pass@1 some temperature always matches.)
+- *…and only like a temperature*: a temperature never changes a greedy reply, so the cell counts the held-out
+  questions whose greedy reply the trained policy changed: confirmed if no seed changes more than 5% of them,
+  contradicted if every seed changes more than 20%, mixed otherwise. (This rule was added after an outside review
+  of the chapter measured the shipped GRPO model's greedy replies, not before any run.)
 """)
 
 code("c16-grpo-run", r"""
@@ -608,7 +686,9 @@ for seed in GRPO_SEEDS:
                               lr=GRPO_LR, trainable="final_norm", seed=seed)
     c, rows = sampled_correct(policy, template, held, N_SAMPLES, seed=EVAL_SEED)
     p1, p16 = pass_at_k_counts(c, N_SAMPLES, 1), pass_at_k_counts(c, N_SAMPLES, 16)
-    grpo[seed] = dict(p1=p1, p16=p16, hist=hist, distinct=distinct(rows), greedy=greedy_right(policy, held).mean(),
+    out = greedy_replies(policy, held)
+    grpo[seed] = dict(p1=p1, p16=p16, hist=hist, distinct=distinct(rows), greedy=greedy_right(policy, held, out).mean(),
+                      changed=float(np.mean([a != b for a, b in zip(out, greedy0_replies)])),
                       d1=paired_bootstrap(p1, before_1, rng=np.random.default_rng(seed), n_resamples=2000),
                       d16=paired_bootstrap(p16, before_16, rng=np.random.default_rng(seed), n_resamples=2000))
     if seed == GRPO_SEEDS[0]:
@@ -620,7 +700,7 @@ ctrl_c, ctrl_rows = sampled_correct(assistant, template, held, N_SAMPLES, seed=E
 ctrl_1, ctrl_16 = pass_at_k_counts(ctrl_c, N_SAMPLES, 1), pass_at_k_counts(ctrl_c, N_SAMPLES, 16)
 SECONDS["temperature control"] = time.perf_counter() - t0
 print(f"before: pass@1 {before_1.mean():.3f}, pass@16 {before_16.mean():.3f}, {distinct(before_rows):.2f} different "
-      f"answers; best constant reply {best:.3f}")
+      f"answers, greedy accuracy {greedy0:.3f}; best constant reply {best:.3f}")
 print(f"control, no training, sampled at temperature {CONTROL_T}: pass@1 {ctrl_1.mean():.3f}, pass@16 "
       f"{ctrl_16.mean():.3f}, {distinct(ctrl_rows):.2f} different answers")
 print(seed_table({"pass@1 after": [grpo[s]["p1"].mean() for s in GRPO_SEEDS],
@@ -631,6 +711,7 @@ print(seed_table({"pass@1 after": [grpo[s]["p1"].mean() for s in GRPO_SEEDS],
                   "  change, interval high": [grpo[s]["d16"].high for s in GRPO_SEEDS],
                   "different answers per question": [grpo[s]["distinct"] for s in GRPO_SEEDS],
                   "greedy accuracy after": [grpo[s]["greedy"] for s in GRPO_SEEDS],
+                  "greedy replies changed (share)": [grpo[s]["changed"] for s in GRPO_SEEDS],
                   "training reward, first 5 steps": [np.mean(grpo[s]["hist"].reward[:5]) for s in GRPO_SEEDS],
                   "training reward, last 5 steps": [np.mean(grpo[s]["hist"].reward[-5:]) for s in GRPO_SEEDS],
                   "all-equal groups (share)": [np.mean(grpo[s]["hist"].zero_var) for s in GRPO_SEEDS]},
@@ -651,8 +732,7 @@ for ax, title in zip(axes, ("training reward (mean of the batch)", "KL to the re
 axes[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
-""", alt="Three panels against the GRPO step, one line per seed: the mean training reward of each batch (noisy, "
-         "drifting up a little), the k3 KL divergence to the reference per token (starting at 0 and growing), and "
+""", alt="Three panels against the GRPO step, one line per seed: the mean training reward of each batch, the k3 KL divergence to the reference per token (starting at 0 and growing), and "
          "the share of groups whose eight rewards were all equal.")
 
 code("c16-grpo-verdict", r"""
@@ -665,19 +745,29 @@ print(verdict(word, f"GRPO raises held-out pass@1: {before_1.mean():.3f} -> {poo
                     f"{len(GRPO_SEEDS)} seeds), rise {rise_1.difference:+.3f}, 95% interval {rise_1.low:+.3f} to "
                     f"{rise_1.high:+.3f}; best constant reply {best:.3f} (rule: interval above 0 and above the best "
                     "constant: confirmed; below 0: contradicted; else mixed)"))
-print(judge(f"GRPO is a learned temperature here: its pass@1 within 0.03 of the untrained model's at temperature "
-            f"{CONTROL_T} ({ctrl_1.mean():.3f})", [abs(grpo[s]["p1"].mean() - ctrl_1.mean()) < 0.03 for s in GRPO_SEEDS]))
+print(judge(f"GRPO raised pass@1 no more than cooling the sampler does: its pass@1 within 0.03 of the untrained "
+            f"model's at temperature {CONTROL_T} ({ctrl_1.mean():.3f})",
+            [abs(grpo[s]["p1"].mean() - ctrl_1.mean()) < 0.03 for s in GRPO_SEEDS]))
+changed = [grpo[s]["changed"] for s in GRPO_SEEDS]
+word = "confirmed" if max(changed) <= 0.05 else "contradicted" if min(changed) > 0.20 else "mixed"
+print(verdict(word, "and only like a temperature: the trained policies changed the greedy reply on "
+                    + ", ".join(f"{c:.2f}" for c in changed) + f" of the {len(held)} held-out questions (per seed; a "
+                    "temperature changes none; rule: no seed above 0.05 confirmed, every seed above 0.20 "
+                    "contradicted, else mixed)"))
 """)
 
 md("c16-grpo-reading", r"""
 **Reading the run.** In the book's run GRPO raised held-out pass@1 by more than its interval and far above the best
-constant reply; your verdict is printed above, and the table shows how much each seed's own interval varies. The control puts that success in its place: sampling
-the untrained assistant at a lower temperature lands about where GRPO lands. With only the final gain to train, the
-cheapest way to raise the reward is to make every prediction more confident, which is what a lower temperature
-does. The curves show the KL to the reference growing from zero while the training reward, measured on new
-questions at every step, is too noisy to show a gain of a few hundredths in twenty steps: the held-out evaluation
-with its paired interval is what shows it. Here GRPO learned a temperature, and the number of different answers
-per question falls with it.
+constant reply; your verdict is printed above, and the table shows how much each seed's own interval varies. The control puts that success in its place: in the
+book's run, sampling the untrained assistant at a lower temperature lands about where GRPO lands. With only the
+final gain to train, the cheapest way to raise the reward is to make the likely answers more likely, and cooling the
+sampler does much the same to pass@1. It is not only a temperature, though: a temperature never changes a greedy
+reply, and the table shows the share of greedy replies that the trained gains did change (your last verdict above
+says how many). The 128 gains reweight the features that the output layer reads, so they can reorder the
+candidates, mostly among answers the model already gave. The number of different answers per question falls with
+it. The curves show the KL to the reference growing from zero while the training reward, measured on new questions
+at every step, is too noisy to show a gain of a few hundredths in twenty steps: the held-out evaluation with its
+paired interval is what shows it.
 
 That is not a quirk of the toy. Whether RL teaches new abilities or sharpens existing ones is the next claim.
 """)
@@ -688,20 +778,22 @@ md("c16-yue", rf"""
 
 [Yue et al. (2025)]({REF}yue2025does) compared base models with their RL-trained versions (RL with verifiable
 rewards, on math, code and visual reasoning) at many values of $k$: the trained models win at pass@1, and at large
-$k$ the base models catch up and pass them. The right answers of the trained model were already among the base
-model's samples; RL made them more likely, and narrowed the rest. The test of that here, stated before the run:
+$k$ the base models catch up and pass them. The right answers of the trained model were almost always already among the base
+model's samples; RL made them more likely, and narrowed the rest. The test of that here, stated before the run,
 with the seeds pooled as in the success rule: **RL sharpens** (confirmed) if pass@1 rises by more than its interval
-while pass@16 does **not** rise by more than its interval (the low end of its paired interval is at most 0); it
-**adds answers** (contradicted) if pass@16 rises by more than its interval; mixed otherwise. Sixteen samples is a small $k$ beside the paper's 256 and more, so this is the weaker, local form of
+and the upper end of pass@16's paired interval is below +0.03 (no gain in reach larger than 0.03); it **adds
+answers** (contradicted) if pass@16's interval lies above 0; mixed otherwise. (A rule that asked only "pass@16 did
+not rise by more than its interval" would say "sharpens" whenever the interval is too wide to see a gain; the
+margin of 0.03 bounds what "no gain" means.) Sixteen samples is a small $k$ beside the paper's 256 and more, so this is the weaker, local form of
 the question: did the trained model reach any question that sixteen samples of the assistant could not?
 """)
 
 code("c16-yue-verdict", r"""
-word = ("contradicted" if rise_16.low > 0 else "confirmed" if rise_1.low > 0 else "mixed")
+word = ("contradicted" if rise_16.low > 0 else "confirmed" if rise_1.low > 0 and rise_16.high < 0.03 else "mixed")
 print(verdict(word, f"RL sharpens: pass@1 rise {rise_1.difference:+.3f} (interval {rise_1.low:+.3f} to "
                     f"{rise_1.high:+.3f}) while pass@16 changes {rise_16.difference:+.3f} (interval {rise_16.low:+.3f} "
-                    f"to {rise_16.high:+.3f}); rule: pass@1 up by more than its interval and pass@16 not: confirmed; "
-                    "pass@16 up by more than its interval (new answers): contradicted; else mixed"))
+                    f"to {rise_16.high:+.3f}); rule: pass@1 up by more than its interval and pass@16's interval below +0.03: "
+                    "confirmed; pass@16's interval above 0 (new answers): contradicted; else mixed"))
 unreached = np.mean([((before_c == 0) & (grpo[s]["p1"] > 0)).mean() for s in GRPO_SEEDS])
 lost = np.mean([((before_c > 0) & (grpo[s]["p1"] == 0)).mean() for s in GRPO_SEEDS])
 print(f"share of held-out questions with no right sample before and one after: {unreached:.3f}; with one before and "
@@ -709,9 +801,12 @@ print(f"share of held-out questions with no right sample before and one after: {
 """)
 
 md("c16-yue-reading", r"""
-In the book's run, RL sharpened: pass@1 rose while pass@16 did not, and the questions that gained a
-first right sample were fewer than those that lost their last one. The trained policy's right answers were already
-among the assistant's sixteen samples; what changed is how often it says them.
+In the book's run, RL sharpened: pass@1 rose while pass@16 did not rise. The line under the verdict shows, for
+your run, the share of questions that gained a first right sample and the share that lost their last one; no rule
+decides between those two small numbers here. Where the verdict is "confirmed", the trained policy's right answers
+were already among the assistant's sixteen samples, and what changed is how often it says them. Sixteen is the
+largest $k$ this chapter can afford; [Yue et al. (2025)](../book/references.md#cite-yue2025does) went to 256 and
+beyond.
 """)
 
 md("c16-g2-rule", r"""
@@ -725,7 +820,11 @@ step still samples 64 replies (and the G = 2 run sees four times as many distinc
 what "at equal samples" means). Same steps, learning rate, trained gain and evaluation, on the first seed of the
 run above (one run more is what the time budget allows). Rule, decided before the run: the per-question pass@1
 after training of G = 8 minus G = 2, with its paired 95% bootstrap interval over the held-out questions: **confirmed** if the
-interval lies above 0, **contradicted** if below, **mixed** if it contains 0.
+interval lies above 0, **contradicted** if below, **mixed** if it contains 0. The interval covers the held-out
+questions, not the training run: with one training run per arm, the three G = 8 seeds above already differ among
+themselves by about as much as the effect under test, so a "confirmed" or "contradicted" here is one pair of runs'
+result, not a finding about group size; the verdict line says so. No primary source states this rule as we test
+it; it is the common advice that a larger group is worth its cost.
 """)
 
 code("c16-g2-run", r"""
@@ -746,15 +845,18 @@ print(seed_table({"G = 8: pass@1 after": [grpo[s]["p1"].mean() for s in G2_SEEDS
                   "G = 8: all-equal groups": [np.mean(grpo[s]["hist"].zero_var) for s in G2_SEEDS],
                   "G = 2: all-equal groups": [np.mean(g2[s]["hist"].zero_var) for s in G2_SEEDS]}, G2_SEEDS))
 word = "confirmed" if gap.low > 0 else "contradicted" if gap.high < 0 else "mixed"
-print(verdict(word, f"group size 8 beats group size 2 at 64 samples per step: pass@1 difference {gap.difference:+.3f} "
-                    f"(95% interval {gap.low:+.3f} to {gap.high:+.3f}, paired over {len(held)} questions, "
-                    f"seed {G2_SEEDS}; above 0 confirmed, below contradicted, containing it mixed)"))
+print(verdict(word, f"group size 8 beats group size 2 at 64 samples per step, in this one pair of training runs: "
+                    f"pass@1 difference {gap.difference:+.3f} (95% interval {gap.low:+.3f} to {gap.high:+.3f}, paired "
+                    f"over {len(held)} questions, seed {G2_SEEDS}; above 0 confirmed, below contradicted, containing it "
+                    "mixed; the interval does not cover the spread between training runs)"))
 SECONDS["group size 2, 1 run"] = time.perf_counter() - t0
 """)
 
 md("c16-g2-reading", r"""
 The share of all-equal groups shows the mechanism: a pair of replies to a question the model gets right about half
-the time agrees about half the time, and such a pair teaches nothing, while a group of eight rarely agrees. Whether
+the time agrees about half the time, and such a pair teaches nothing, while a group of eight on such a question
+almost never agrees; the groups that do agree at G = 8 are the questions the model nearly always gets right or
+nearly always gets wrong. Whether
 the extra questions make up for it is what the verdict measured; at this budget and with 128 trainable numbers the
 difference may be too small to see, and then "mixed" is the honest word.
 """)
@@ -813,13 +915,15 @@ SECONDS["what the checks pay"] = time.perf_counter() - t0
 md("c16-hack-rule", r"""
 The assistant ends every sum with its end token after two or three digits and almost never writes a shorter or a
 longer reply, so `contains_answer` and the `zip` comparison pay almost exactly what the exact check pays: their loopholes
-are never sampled, and training on them is training on the exact reward. `integer_or_pass` is different: a small
+are almost never sampled, and training on them is nearly training on the exact reward. `integer_or_pass` is different: a small
 share of the assistant's samples are not integers, more of them at a higher temperature, and every one of them is
 paid.
 
 The run trains on `integer_or_pass` with the success recipe above (the final gain, the same learning rate, steps and
 groups), changing only the verifier and the sampling temperature while training, 1.5 instead of 1, so that junk is
-sampled often enough to be found within twenty steps. It runs once without a KL term and once with a KL penalty of
+sampled often enough to be found within twenty steps. This setting was chosen for the demonstration: in the probe
+behind this chapter, five other loose checks were never hacked, and at training temperature 1 this one was hacked
+on only some seeds. It runs once without a KL term and once with a KL penalty of
 weight $\beta = 1$ to the assistant, and measures on 64 held-out sums (eight samples each, at temperature 1) both
 what the verifier pays (the **proxy**) and the truth (exact-answer pass@1).
 
@@ -828,7 +932,8 @@ hence the margin of 0.10):
 
 1. *The verifier is hacked*: without the KL term, the held-out proxy rises by at least 0.10 while the true pass@1
    falls by at least 0.10.
-2. *A KL penalty prevents it*: with $\beta = 1$, the same rule does **not** hold.
+2. *A KL penalty prevents it*: with $\beta = 1$, the same rule does **not** hold. Its KL per reply is printed beside
+   it, so that you can see whether it stopped the hack or every change.
 """)
 
 code("c16-hack-run", r"""
@@ -887,7 +992,10 @@ code("c16-hack-verdict", r"""
 print(judge("the sloppy verifier is hacked without a KL term: held-out proxy up by at least 0.10 while the true "
             "pass@1 falls by at least 0.10", [hack[0.0, s]["hacked"] for s in HACK_SEEDS]))
 if any(hack[0.0, s]["hacked"] for s in HACK_SEEDS):
-    print(judge("a KL penalty of weight 1 prevents it: the same rule does not hold with beta=1",
+    print(judge("a KL penalty of weight 1 prevents it: the same rule does not hold with beta=1 (KL per reply "
+                + ", ".join(f"{hack[1.0, s]['kl']:.3f}" for s in HACK_SEEDS) + " nats against "
+                + ", ".join(f"{hack[0.0, s]['kl']:.3f}" for s in HACK_SEEDS) + " without the KL term: a small one "
+                "means it stopped every change, not only the hack)",
                 [not hack[1.0, s]["hacked"] for s in HACK_SEEDS if hack[0.0, s]["hacked"]]))
 else:
     print(verdict("not testable here", "no run without the KL term was hacked, so there was nothing to prevent"))
@@ -904,9 +1012,10 @@ wrong from the proxy's side; only the second column, the truth, tells you. Three
 - **A loophole matters only if the policy reaches it.** The two checks this assistant never exploited are just as
   wrong; they were safe here only because the assistant never samples the replies they overpay. A stronger model,
   a higher temperature or more steps would find them.
-- **The KL term is a leash, not a fix.** With $\beta = 1$ the policy stayed close to the reference and was not
-  hacked; in the probe behind this chapter a weight of 0.1 only slowed the hack, and the same weight of 1 also held
-  back most of what the *exact* verifier could teach. The KL cannot tell a hack from learning; it stops all drift.
+- **The KL term is a leash, not a fix.** In the book's run, with $\beta = 1$ the policy barely moved at all (its KL
+  per reply is printed above), so this run cannot tell "prevented the hack" from "prevented everything". In the
+  probe behind this chapter, a weight of 0.1 slowed the hack without stopping it. The KL penalty cannot tell a hack
+  from learning: it charges for every departure from the reference, the useful ones included.
   DeepSeek-R1 ([DeepSeek-AI, 2025](../book/references.md#cite-deepseekai2025r1)) used rule-based rewards rather than
   a neural reward model partly for this reason, and the verifier still has to be right.
 """)
@@ -919,7 +1028,8 @@ md("c16-scale", rf"""
   rank several replies to each prompt, trained a reward model on the pairs those rankings imply with the
   Bradley-Terry loss, and then ran PPO against it: a per-token KL penalty to the supervised model inside the reward,
   a value network as the baseline, the clipped ratio of [Schulman et al. (2017)]({REF}schulman2017proximal), and a
-  pretraining term mixed in to limit forgetting. The recipe goes back to [Christiano et al. (2017)]({REF}christiano2017deep).
+  pretraining term mixed in to limit forgetting. Learning the reward from people's comparisons goes back to
+  [Christiano et al. (2017)]({REF}christiano2017deep), on games and simulated robots.
   It needs four models in memory (policy, reference, reward, value); DPO needs two (policy and reference), and GRPO
   drops the value network.
 - **GRPO as DeepSeek ran it.** [Shao et al. (2024)]({REF}shao2024deepseekmath) introduced the group baseline for
@@ -931,17 +1041,19 @@ md("c16-scale", rf"""
   questions that are nearly always right or wrong weigh more) and removed both. [Yu et al. (2025)]({REF}yu2025dapo)
   (DAPO) average the loss over every token of the batch, clip the ratio higher above 1 than below it to keep
   exploration alive, drop the groups whose rewards are all equal and sample more instead (the rule tested above),
-  penalise overlong replies, and use no KL term. Hugging Face TRL's `GRPOTrainer` follows them by default
-  (`loss_type="dapo"`, `beta=0.0`), so "GRPO" in a library is not the paper's GRPO unless you set it so.
+  penalise overlong replies, and use no KL term. Hugging Face TRL's `GRPOTrainer` takes two of these by
+  default, DAPO's token-level loss (`loss_type="dapo"`) and no KL (`beta=0.0`), while it keeps the group's standard
+  deviation (`scale_rewards="group"`) and a symmetric clip. So "GRPO" in a library is neither the paper's GRPO nor
+  DAPO unless you set it so.
 - **Why verifiable rewards suit math and code.** A final answer can be compared with the right one, and a program
   can be run against tests: the reward is cheap, exact and cannot be flattered by style, so millions of replies can
   be scored without a person or a reward model to exploit. What remains is the verifier itself, which this
   chapter's failure section probes, and the limit that [Yue et al. (2025)]({REF}yue2025does) measured: RL with such
   rewards mostly makes the right answers a model could already sample more likely.
 - **The budget.** This chapter's runs sample a few thousand replies of up to eight tokens on one CPU thread. The
-  published runs sample hundreds or thousands of replies per step, each up to thousands of tokens, for hundreds or thousands of
-  steps, on models whose pass@16 on hard problems is far from 1; that is where a signal strong enough to change
-  every weight comes from.
+  published runs sample far more: DeepSeekMath's GRPO drew 64 replies to each question, in batches of 1024, each up
+  to 1024 tokens long ([Shao et al., 2024]({REF}shao2024deepseekmath), section 4.2), on a model of 7 billion
+  weights. That is where a signal strong enough to change every weight comes from.
 """)
 
 # ------------------------------------------------------------------------------------------------ side by side
@@ -967,7 +1079,10 @@ for q in questions:
 
 md("c16-live", r"""
 On the book's web page, where no kernel runs, the comparison below runs in your browser on weights the site serves:
-type a question and each shipped model answers it greedily.
+type a question and each shipped model answers it greedily. The live box's models are the shipped ones: the base
+model, the assistant, `dpo_lm` (β = 1 on 183 pairs of its own right-versus-wrong sums, so gentler than the β = 0.1
+run above, and by its training record still a little worse at sums than the assistant) and `grpo_lm` (the GRPO
+recipe above, first seed). The sloppy-verifier policy is not shipped.
 """)
 
 code("c16-live-run", r"""
@@ -989,9 +1104,11 @@ md("c16-summary", r"""
 - **GRPO** samples a group per question, scores it with a program, and pushes each reply by its reward relative to
   its group. On-policy its loss is about 0 and its gradient is not; a group whose rewards are all equal adds nothing
   to the gradient and, under the DAPO normalisation, dilutes the rest.
-- On the book's assistant, GRPO on 128 gains raised held-out pass@1 above its interval and far above the best constant
-  reply, where full-parameter GRPO at the same budget did not; a lower sampling temperature did about as well, and
-  pass@16 did not rise: here RL **sharpened** what the model could already say, as Yue et al. found at scale.
+- **GRPO** here trained only the final norm's 128 gains (full-parameter GRPO was too noisy at this budget in our
+  probe; [exercise 16.3](#ex-16-3) repeats it). The verdicts above say, for your run, whether held-out pass@1 rose
+  beyond its interval and the best constant reply, how it compares with simply sampling cooler, whether it changed
+  greedy replies as a temperature cannot, and whether pass@16 rose. In the book's run it sharpened what the model
+  could already say, as [Yue et al. (2025)](../book/references.md#cite-yue2025does) found at scale.
 - A verifier is a specification. The failure section trains on a sloppy one and measures the proxy against the
   truth; your verdicts above say what your run found, and what a KL penalty changed.
 """)
@@ -1040,7 +1157,8 @@ learning rate with many more steps are the ways out, each paid in time.
 md("c16-ex4", r"""
 <div class="exercise" id="ex-16-4">
 
-**Exercise 16.4 (investigate): a gentler DPO.** The DPO run above learned the preference and lost task accuracy.
+**Exercise 16.4 (investigate): a gentler DPO.** In the book's run, the DPO run above at $\beta = 0.1$ lost task
+accuracy.
 Train once more at $\beta = 1$ for one epoch at a learning rate of $3 \times 10^{-5}$, and compare greedy accuracy
 (paired, with its interval), the KL per reply and the chosen log-probability with the runs above. Then try training
 only the final norm gain, as GRPO did (`trainable="final_norm"`, a larger learning rate). Decide before you run it:
@@ -1061,7 +1179,9 @@ for trainable, lr in (("all", 3e-5), ("final_norm", 3e-2)):
           f"KL {policy_kl(policy, assistant, template, acc_q[:50]):.2f}; chosen {chosen0:.2f} -> {chosen:.2f}")
 ```
 
-A success would be held-out preference accuracy above 0.5 *and* greedy accuracy up by more than its interval. A
+A success would be held-out pairs ranked the right way by the policy's own log-probabilities more often than the
+untrained assistant ranks them (`own_ranking(policy)` against `ref_rank`, paired, its interval above 0) *and* greedy
+accuracy up by more than its interval. A
 smaller step moves less in both directions; whether any step size gets the first without losing the second on these
 near-identical pairs is what you measure. The final-gain run can only rescale confidence, so it can help only where
 the chosen sum was already the model's first or second choice.
