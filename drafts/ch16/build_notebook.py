@@ -391,7 +391,7 @@ print(f"the assistant's own log-probabilities rank the right sum higher on {ref_
 rows = {}
 for beta in BETAS:
     for key, name in [("rank", "held-out own ranking"), ("rank_change", "  change from the assistant's"),
-                      ("rank_low", "  its interval, low"), ("rank_high", "  its interval, high"),
+                      ("rank_low", "  ranking change, low"), ("rank_high", "  ranking change, high"),
                       ("pref", "held-out pref. accuracy"), ("margin", "held-out margin"),
                       ("logratio", "  margin / beta"), ("task", "greedy acc. change"),
                       ("low", "  its interval, low"), ("high", "  its interval, high"), ("kl", "KL per reply (nats)"),
@@ -649,8 +649,8 @@ your machine. A step of the policy gradient estimated from 64 replies carries a 
 spread over a million weights, the noise wins. Large-scale runs buy their signal with far larger batches: DeepSeekMath's
 GRPO sampled 64 replies to each question, in batches of 1024, each reply up to 1024 tokens long
 ([Shao et al., 2024]({REF}shao2024deepseekmath), section 4.2). So this run trains only the **gain of the final
-RMSNorm**: 128 numbers that scale the features the output layer reads, a policy that can rescale and reweight what
-the output layer reads, but has little room to learn new arithmetic.
+RMSNorm**: 128 numbers that scale the features the output layer reads, a policy that can rescale and reweight
+those features but has little room to learn new arithmetic.
 
 **The run**: 20 steps, each 8 training sums times a group of 8 replies at temperature 1, the exact-answer reward,
 the DAPO loss, Adam at a learning rate of 0.1 (large, because 128 gains move little), no KL; three seeds (each
