@@ -803,8 +803,8 @@ print(f"share of held-out questions with no right sample before and one after: {
 md("c16-yue-reading", r"""
 In the book's run, RL sharpened: pass@1 rose while pass@16 did not rise. The line under the verdict shows, for
 your run, the share of questions that gained a first right sample and the share that lost their last one; no rule
-decides between those two small numbers here. Where the verdict is "confirmed", the trained policy's right answers
-were already among the assistant's sixteen samples, and what changed is how often it says them. Sixteen is the
+decides between those two small numbers here. Where the verdict is "confirmed", the trained policies reached no more questions than the
+assistant's sixteen samples did (within 0.03), and what changed is mainly how often they say the answers it had. Sixteen is the
 largest $k$ this chapter can afford; [Yue et al. (2025)](../book/references.md#cite-yue2025does) went to 256 and
 beyond.
 """)
@@ -821,9 +821,9 @@ what "at equal samples" means). Same steps, learning rate, trained gain and eval
 run above (one run more is what the time budget allows). Rule, decided before the run: the per-question pass@1
 after training of G = 8 minus G = 2, with its paired 95% bootstrap interval over the held-out questions: **confirmed** if the
 interval lies above 0, **contradicted** if below, **mixed** if it contains 0. The interval covers the held-out
-questions, not the training run: with one training run per arm, the three G = 8 seeds above already differ among
-themselves by about as much as the effect under test, so a "confirmed" or "contradicted" here is one pair of runs'
-result, not a finding about group size; the verdict line says so. No primary source states this rule as we test
+questions, not the training run: with one training run per arm, and training runs that differ among themselves
+(the three G = 8 seeds above show by how much), a "confirmed" or "contradicted" here is one pair of runs' result,
+not a finding about group size; the verdict line says so. No primary source states this rule as we test
 it; it is the common advice that a larger group is worth its cost.
 """)
 
@@ -1010,7 +1010,7 @@ wrong from the proxy's side; only the second column, the truth, tells you. Three
 - **A verifier is a specification.** Test it on adversarial replies before training on it: the empty reply, junk,
   a list of guesses, the answer followed by more. The tests of `minitfm.preferences.rewards` do exactly that.
 - **A loophole matters only if the policy reaches it.** The two checks this assistant never exploited are just as
-  wrong; they were safe here only because the assistant never samples the replies they overpay. A stronger model,
+  wrong; they were safe here only because the assistant almost never samples the replies they overpay. A stronger model,
   a higher temperature or more steps would find them.
 - **The KL term is a leash, not a fix.** In the book's run, with $\beta = 1$ the policy barely moved at all (its KL
   per reply is printed above), so this run cannot tell "prevented the hack" from "prevented everything". In the
