@@ -238,7 +238,7 @@ t0 = time.perf_counter()
 PAIR_QUESTIONS, PAIR_SAMPLES = 128, 8
 train_pairs = sampled_pairs(assistant, template, S.examples(TASK, "train", PAIR_QUESTIONS, seed=5), PAIR_SAMPLES,
                             seed=1)
-held_pairs = sampled_pairs(assistant, template, A.heldout_examples(TASK, 80, seed=300), PAIR_SAMPLES, seed=2)
+held_pairs = sampled_pairs(assistant, template, A.heldout_examples(TASK, 200, seed=300), PAIR_SAMPLES, seed=2)
 
 
 def rendered(pairs):
@@ -452,9 +452,9 @@ md("c16-dpo-reading", rf"""
 **Reading the run.** Your verdicts are printed above; this paragraph describes the book's run. At $\beta = 0.1$
 DPO made the assistant *worse* at the task: the model's ranking of a right sum against a wrong one moved (your
 verdict says whether beyond the untrained model's own ranking, which already favoured the right sum), while it
-says the right sum first less often than before. On the four other seed offsets we ran while revising the
-chapter, that ranking verdict was "mixed" at both values of $\beta$: much of a held-out preference accuracy above 0.5
-is the ranking the assistant already had. Two things explain the loss on the task.
+says the right sum first less often than before. This ranking verdict is close to its edge: on other seeds
+it can be "mixed" at both values of $\beta$, because much of a held-out preference accuracy above 0.5 is the ranking
+the assistant already had. Two things explain the loss on the task.
 
 - **Only the margin is trained.** The chosen log-probability fell while the margins grew: both replies lost
   probability, the rejected one faster. The probability they lost went to replies in neither side of any pair.
@@ -1186,8 +1186,8 @@ A success would be held-out pairs ranked the right way by the policy's own log-p
 untrained assistant ranks them (`own_ranking(policy)` against `ref_rank`, paired, its interval above 0) *and* greedy
 accuracy up by more than its interval. A
 smaller step moves less in both directions; whether any step size gets the first without losing the second on these
-near-identical pairs is what you measure. The final-gain run can only rescale confidence, so it can help only where
-the chosen sum was already the model's first or second choice.
+near-identical pairs is what you measure. The final-gain run can only reweight the features the
+output layer reads, so it can help mostly where the chosen sum was already among the model's first choices.
 
 </details>
 """)
