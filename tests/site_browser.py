@@ -244,3 +244,16 @@ class Page:
 
     def close(self) -> None:
         self.context.close()
+
+
+def live_site(root: Path, names=None) -> Path:
+    """A folder laid out like the built book for the live model's page tests: the bundle of the shipped models
+    ``names`` (all of them if None) in ``_assets/live/``, and an empty ``notebooks/`` for the pages; returns ``root``."""
+    from minitfm.viz import live_model
+
+    if names is None:
+        live_model.bundle(root / "_assets" / "live")
+    else:
+        live_model.bundle(root / "_assets" / "live", names)
+    (root / "notebooks").mkdir(exist_ok=True)
+    return root

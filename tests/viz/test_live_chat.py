@@ -18,7 +18,7 @@ from minitfm.finetuning import replies, skills as S
 from minitfm.generation import generate
 from minitfm.lm import assistant_lm as A
 from minitfm.viz import live_model as lm
-from site_browser import browser_for_a_module, page_with_errors as _page
+from site_browser import browser_for_a_module, live_site, page_with_errors as _page
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
@@ -93,9 +93,7 @@ def chromium():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("site")
-    lm.bundle(root / "_assets" / "live", [NAME])
-    (root / "notebooks").mkdir()
+    root = live_site(tmp_path_factory.mktemp("site"), [NAME])
     (root / "notebooks" / "engine.html").write_text(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>engine</title><script '
         f'src="../_assets/live/live_model.js"></script><script src="../_assets/live/{NAME}.js"></script></head><body>'

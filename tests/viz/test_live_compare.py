@@ -18,7 +18,7 @@ from minitfm.generation import generate
 from minitfm.lm import assistant_lm as A, base_lm as B
 from minitfm.lm.prose import byte_tokenizer
 from minitfm.viz import compare_box as cb, live_model as lm
-from site_browser import browser_for_a_module, page_with_errors as _page
+from site_browser import browser_for_a_module, live_site, page_with_errors as _page
 from test_live_chat import AXE, AXE_MISSING, QUESTIONS, TEMPLATE
 
 NAMES = ["base_lm", "assistant_lm", "dpo_lm", "grpo_lm"]  # chapter 16's two models after chapter 15's
@@ -119,10 +119,7 @@ def chromium():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("site")
-    lm.bundle(root / "_assets" / "live", NAMES)
-    (root / "notebooks").mkdir()
-    return root
+    return live_site(tmp_path_factory.mktemp("site"), NAMES)
 
 
 @pytest.fixture(scope="module")

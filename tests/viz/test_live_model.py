@@ -27,7 +27,7 @@ from minitfm.text.bpe_tokenizer import Tokenizer
 from minitfm.text.bpe_trainer import train_bpe
 from minitfm.viz import live_model as lm
 from minitfm.viz.static_explorers import _viridis
-from site_browser import browser_for_a_module, page_with_errors as _page
+from site_browser import browser_for_a_module, live_site, page_with_errors as _page
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = next((p for p in (ROOT / "_build/test_assets/axe.min.js", ROOT / "tools/site/node_modules/axe-core/axe.min.js")
@@ -161,9 +161,8 @@ def chromium():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """A folder laid out like the built book: the bundle in _assets/live/, pages in notebooks/."""
-    root = tmp_path_factory.mktemp("site")
+    root = live_site(tmp_path_factory.mktemp("site"))
     live = root / "_assets" / "live"
-    lm.bundle(live)
     folder = root / "tiny_assets"
     for seed, name in enumerate(sorted(TINY)):
         lm.save_asset(*lm.encode_asset(_tiny_model(seed, **TINY[name]), None, name, "float32"), folder)
@@ -176,7 +175,6 @@ def site(tmp_path_factory):
     (live / "small_lm32.js").write_text(lm.asset_script("small_lm32", folder), encoding="utf-8")
     scripts = "".join(f'<script src="../_assets/live/{p.name}"></script>' for p in sorted(live.glob("*.js"))
                       if p.name != "live_model.js")
-    (root / "notebooks").mkdir()
     (root / "notebooks" / "engine.html").write_text(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>engine</title>'
         f'<script src="../_assets/live/live_model.js"></script>{scripts}</head><body></body></html>', encoding="utf-8")
