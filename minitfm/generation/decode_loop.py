@@ -31,7 +31,7 @@ from typing import Sequence
 
 import torch
 
-from minitfm._checks import check_tensor
+from minitfm._checks import check_positive_int, check_tensor
 from minitfm.generation._decode_checks import (_check_decoder, _check_flags, _check_inputs, _check_sampling_args,
                                                _special_ids)
 from minitfm.generation.lean_decode import LeanDecoder
@@ -158,7 +158,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
              generator: torch.Generator | None = None, eos_id=None, pad_id: int | None = None,
              use_cache: bool = True, cache_cls=KVCache, return_logits: bool = False,
              clock=time.perf_counter, prompt_mask: torch.Tensor | None = None,
-             decoder: LeanDecoder | None = None) -> GenerationOutput:
+             decoder: LeanDecoder | None = None, num_return_sequences: int = 1) -> GenerationOutput:
     """Generate up to ``max_new_tokens`` tokens after ``prompt`` for every row of the batch.
 
     Args:
@@ -194,6 +194,11 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
             Rebuild yours after you change the model: a decoder whose model changed since it was built (a module
             or parameter replaced, moved or cast, a parameter written in place, even through ``p.data``, an
             attention setting changed; :meth:`LeanDecoder.is_current`) raises ``ValueError``.
+        num_return_sequences: G rows per prompt row, adjacent (row ``i * G + g`` continues prompt row ``i``), as
+            ``transformers`` names it: each prompt is read once (one prefill of B rows), then its cache and next-token
+            logits are copied to its G rows, which continue on their own (drawn from ``generator``, as B * G
+            repeated prompt rows would be). The output has B * G rows. Sampling G answers to a question (pass@k,
+            GRPO's groups) then costs one prefill per question, not G.
 
     The loop runs under ``torch.inference_mode``; the tensors it returns are ordinary ones. With a cache, a
     DecoderOnlyLM's decode steps run through :class:`~minitfm.generation.lean_decode.LeanDecoder` (``decoder``, or the
@@ -208,12 +213,14 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, src: torch.Ten
     _check_decoder(model, decoder, use_cache)
     eos_id, pad_id, fill_id = _special_ids(model, eos_id, pad_id)
     _check_sampling_args(processors, do_sample, generator)
+    check_positive_int(num_return_sequences, "num_return_sequences")
     valid = _prompt_valid(model, prompt, pad_id, prompt_mask)
     if not do_sample and any(isinstance(p, (Temperature, TopK, TopP)) for p in processors):
         warnings.warn("Temperature, TopK and TopP never change the argmax; pass do_sample=True to sample",
                       stacklevel=2)
     return _for_inference(model, _generate_loop, prompt, valid, max_new_tokens, src, processors, do_sample,
-                          generator, eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder)
+                          generator, eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder,
+                          num_return_sequences)
 
 
 def _for_inference(model, loop, *args):
@@ -233,16 +240,21 @@ def _for_inference(model, loop, *args):
 
 
 def _generate_loop(model, prompt, valid, max_new_tokens, src, processors, do_sample, generator,
-                   eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder=None) -> GenerationOutput:
+                   eos_id, fill_id, use_cache, cache_cls, return_logits, clock, decoder=None,
+                   repeat: int = 1) -> GenerationOutput:
     tokens = prompt
     next_logits = _NextLogits(model, src, prompt.shape[0], prompt.shape[1] + max_new_tokens, use_cache, cache_cls,
                               decoder)
-    finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    finished = torch.zeros(prompt.shape[0] * repeat, dtype=torch.bool, device=prompt.device)
     eos_ids = torch.tensor(eos_id, dtype=prompt.dtype, device=prompt.device)  # (E,) every id that ends a row
     step_times, all_logits = [], []
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         start = clock()
         logits = next_logits(tokens, valid)  # (B, V)
+        if step == 0 and repeat > 1:  # each prompt was read once: its cache and logits now serve its `repeat` rows
+            rows = torch.arange(prompt.shape[0], device=prompt.device).repeat_interleave(repeat)  # (B G,)
+            next_logits.reorder(rows)
+            tokens, valid, logits = tokens[rows], valid[rows], logits[rows]
         chosen = _choose(logits, tokens, processors, do_sample, generator)  # (B,)
         chosen = chosen.masked_fill(finished, fill_id)  # a row that stopped only pads
         tokens = torch.cat([tokens, chosen[:, None]], dim=1)  # (B, T) -> (B, T + 1)

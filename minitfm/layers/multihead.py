@@ -179,10 +179,11 @@ class MultiHeadAttention(nn.Module):
         if not self.fused_qkv:
             return (self.project(x, self.q_proj, self.q_norm, self.n_heads),) + self.project_kv(x)
         h = self.qkv_proj(x)  # (B, T, (H + 2 H_kv) Dh)
-        if self.qk_norm in ("none", "weightless"):  # one view for the three: (B, H + 2 H_kv, T, Dh), split by heads
-            heads = h.view(h.shape[0], h.shape[1], -1, self.d_head).transpose(1, 2)
-            return heads.split((self.n_heads, self.n_kv_heads, self.n_kv_heads), dim=1)
         q, k, v = h.split(self.qkv_sizes, dim=-1)  # -> 3 views (B, T, width)
+        if self.qk_norm in ("none", "weightless"):  # split first, then heads: backward joins the kernel's gradients
+            # with one cat; a view of the whole product split by heads would also copy them back in a clone
+            return self.split_heads(q, self.n_heads), self.split_heads(k, self.n_kv_heads), self.split_heads(
+                v, self.n_kv_heads)
         return (self.heads(q, self.q_norm, self.n_heads), self.heads(k, self.k_norm, self.n_kv_heads),
                 self.split_heads(v, self.n_kv_heads))
 

@@ -227,13 +227,15 @@ def sample_groups(model, template: ChatTemplate, conversations: Sequence, group_
     check_number(seed, "seed", integer=True)
     if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence) or not conversations:
         raise TypeError("conversations must be a non-empty list of conversations (lists of turns)")
-    rows = [template.render(c, add_generation_prompt=True).ids for c in conversations for _ in range(group_size)]
+    rows = [template.render(c, add_generation_prompt=True).ids for c in conversations]
     device = next(model.parameters()).device
     lengths = torch.tensor([len(r) for r in rows], device=device)
-    prompt = pad_sequences(rows, 0, side="left").to(device)  # (B, P)
+    prompt = pad_sequences(rows, 0, side="left").to(device)  # (N, P)
     prompt_mask = torch.arange(prompt.shape[1], device=device)[None, :] >= (prompt.shape[1] - lengths)[:, None]
     out = generate(model, prompt, max_new_tokens, processors=[Temperature(temperature)], do_sample=True,
-                   generator=torch.Generator().manual_seed(seed), eos_id=template.end_id, prompt_mask=prompt_mask)
+                   generator=torch.Generator().manual_seed(seed), eos_id=template.end_id, prompt_mask=prompt_mask,
+                   num_return_sequences=group_size)  # each prompt read once, its cache copied to its G rows
+    prompt, prompt_mask = (x.repeat_interleave(group_size, dim=0) for x in (prompt, prompt_mask))  # (B = N G, P)
     completion = out.new_tokens  # (B, C)
     is_end = completion == template.end_id
     before_end = (torch.cumsum(is_end.long(), dim=1) - is_end.long()) == 0  # True up to the first end token
