@@ -102,18 +102,22 @@ def score(model, template: ChatTemplate, examples: Sequence[Example], *, max_new
 def sampled_replies(model, template: ChatTemplate, conversations: Sequence, n: int, *, temperature: float = 1.0,
                     seed: int = 0, max_new_tokens: int = 16, batch_size: int = 256) -> list[list[str]]:
     """``n`` sampled replies to each conversation (a list of ``n`` str per conversation), drawn at ``temperature``
-    from one seeded CPU generator, batched: the material of pass@k and of answer diversity."""
+    from one seeded CPU generator, batched: the material of pass@k and of answer diversity. A batch holds the
+    ``n`` rows of whole conversations, at most ``batch_size`` rows (at least one conversation); each prompt is
+    read once and its cache copied to its ``n`` rows (``generate``'s ``num_return_sequences``)."""
     _check(model, template)
     check_positive_int(n, "n")
     check_number(temperature, "temperature", low=0.0, low_open=True)
     if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence) or not conversations:
         raise TypeError("conversations must be a non-empty list of conversations (lists of turns)")
-    prompts = [template.render(c, add_generation_prompt=True).ids for c in conversations for _ in range(n)]
+    check_positive_int(batch_size, "batch_size")
+    prompts = [template.render(c, add_generation_prompt=True).ids for c in conversations]
     out, device, generator = [], _device(model), torch.Generator().manual_seed(seed)
-    for i in range(0, len(prompts), batch_size):
-        ids, real = _left_padded(prompts[i:i + batch_size], device)  # (B, P) each
+    per_batch = max(1, batch_size // n)  # whole conversations: batch_size rows when n divides it
+    for i in range(0, len(prompts), per_batch):
+        ids, real = _left_padded(prompts[i:i + per_batch], device)  # (Q, P) each, then Q n rows
         result = generate(model, ids, max_new_tokens, processors=[Temperature(temperature)], do_sample=True,
-                          generator=generator, eos_id=template.end_id, prompt_mask=real)
+                          generator=generator, eos_id=template.end_id, prompt_mask=real, num_return_sequences=n)
         out += [template.reply(row) for row in result.tokens[:, result.prompt_len:]]
     return [out[j * n:(j + 1) * n] for j in range(len(conversations))]
 
