@@ -208,7 +208,7 @@ SETTLE_JS = r"""
   const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
   while (views && document.querySelectorAll('.widget-subarea > *').length < views && Date.now() < deadline)
     await sleep(100);
-  const lives = [...document.querySelectorAll('[data-minitfm-live]')];  // they start once their scripts load
+  const lives = [...document.querySelectorAll('[data-minitfm-live], [data-minitfm-compare]')];  // started by their scripts
   while (lives.some(e => !e.hasAttribute('data-minitfm-live-ready')) && Date.now() < deadline) await sleep(100);
   await Promise.all([...document.images].map(img => img.complete ? null :
     new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); setTimeout(r, 10000); })));
@@ -255,6 +255,10 @@ INSPECT_JS = r"""
     live: document.querySelectorAll('[data-minitfm-live]').length,
     liveNotReady: [...document.querySelectorAll('[data-minitfm-live]')].filter(e => !e.hasAttribute('data-minitfm-live-ready'))
                      .map(e => e.textContent.slice(0, 200)),
+    compares: [...document.querySelectorAll('[data-minitfm-compare]')].map(e => ({
+      ready: e.hasAttribute('data-minitfm-live-ready'), status: e.textContent.slice(0, 200),
+      names: e.getAttribute('data-minitfm-compare').split(' ').filter(Boolean),
+      panels: [...e.querySelectorAll('[data-minitfm-compare-panel]')].map(p => p.getAttribute('data-minitfm-compare-panel'))})),
   };
 })()
 """
@@ -478,6 +482,12 @@ def offline_page_problems(browser, page_path: str, prefix: str = "", screenshots
             problems.append(f"live explorers that did not start: {report['liveNotReady']}")
         elif report["live"]:
             problems += live_model_problems(page, shot)
+        # the models side by side: started, one panel per compared model
+        for box in report["compares"]:
+            if not box["ready"] or box["panels"] != box["names"]:
+                problems.append(f"a comparison of models that did not start with one panel per model: {box}")
+        if report["compares"]:
+            shoot_element(page, "[data-minitfm-compare]", Path(f"{shot}__compare.png"))
         # exercise solutions: closed until their summary (or dropdown title) is clicked, then shown
         for result in page.evaluate(SOLUTIONS_JS) if report["solutions"] else []:
             if not (result["hiddenBefore"] and result["shownAfter"]):
