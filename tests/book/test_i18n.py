@@ -19,6 +19,7 @@ of them, read-only); prices that are not math; translation files that would lose
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -580,3 +581,27 @@ def test_a_malformed_translation_file_is_refused_with_a_clear_error(tmp_path, en
     with pytest.raises(ValueError) as error:
         i18n.read_translation(path)
     assert message in str(error.value) and str(path) in str(error.value)
+
+
+def literal_bold_marks(text: str) -> bool:
+    """Whether ``text`` shows a literal ``**`` in strict CommonMark (Colab, Jupyter), maths and code left out."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").render(re.sub(r"\$\$.+?\$\$|\$[^$\n]+\$", "M", text, flags=re.S))
+    return "**" in re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", html, flags=re.S)
+
+
+@pytest.mark.parametrize("zh,shown", [("**练习 1.1。**下一个", True), ("**练习 1.1**。下一个", False),
+                                      ("这是**粗体**，对吧", False), ("`x ** 2`", False)])
+def test_bold_closed_after_full_width_punctuation_is_seen_as_literal(zh, shown):
+    # CommonMark closes ** only after punctuation when a space or punctuation follows: "。**下" stays literal
+    assert literal_bold_marks(zh) is shown
+
+
+def test_the_chinese_renders_its_bold_wherever_the_english_does():
+    found = [f"{rel(path)}: {e.key}" for path in sorted((ROOT / "locale" / "zh_CN").rglob("*.yml"))
+             for e in i18n.read_translation(path).entries
+             if e.zh and literal_bold_marks(e.zh) and not literal_bold_marks(e.en)]
+    assert not found, ("Chinese text whose ** shows as two asterisks in Colab and Jupyter (strict CommonMark does not "
+                       "close bold between full-width punctuation and a character: put the 。 or ： after the "
+                       "closing **): " + "; ".join(found))
