@@ -86,7 +86,7 @@ class _Transformer(nn.Module):
         check_token_ids(tokens, name)
         if tokens.numel() == 0:
             raise ValueError(f"{name} is empty: got shape {tuple(tokens.shape)}, need (B >= 1, T >= 1)")
-        low, high = (int(z) for z in torch.aminmax(tokens))  # one pass over the ids for both ends
+        low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= self.config.vocab_size:
             raise ValueError(f"{name} ids must be in [0, vocab_size={self.config.vocab_size}), got min {low}, max {high}")
         if past + tokens.shape[1] > self.config.max_seq_len:
