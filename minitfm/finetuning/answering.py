@@ -34,8 +34,9 @@ def _device(model) -> torch.device:
     return torch.device("cpu") if first is None else first.device
 
 
-def _left_padded(rows, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Id rows -> (B, P) ids left-padded with 0 and the (B, P) mask of real tokens, both on ``device``."""
+def left_padded(rows, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Id rows -> (B, P) ids left-padded with 0 and the (B, P) mask of real tokens, both on ``device``: prompts laid
+    out for ``generate``, each row's next token predicted at the last column."""
     lengths = torch.tensor([len(r) for r in rows], device=device)
     ids = pad_sequences(list(rows), 0, side="left").to(device)  # (B, P)
     real = torch.arange(ids.shape[1], device=device)[None, :] >= (ids.shape[1] - lengths)[:, None]  # True = real
@@ -58,7 +59,7 @@ def replies(model, template: ChatTemplate, conversations: Sequence, *, max_new_t
         raise TypeError(f"return_finished must be a bool, got {type(return_finished).__name__}")
     out, finished, device = [], [], _device(model)
     for i in range(0, len(prompts), batch_size):
-        ids, real = _left_padded(prompts[i:i + batch_size], device)  # (B, P) each
+        ids, real = left_padded(prompts[i:i + batch_size], device)  # (B, P) each
         result = generate(model, ids, max_new_tokens, eos_id=template.end_id, prompt_mask=real)
         out += [template.reply(row) for row in result.tokens[:, result.prompt_len:]]
         finished += result.finished.tolist()
@@ -75,7 +76,7 @@ def completions(model, tokenizer, prefixes: Sequence[str], max_new_tokens: int, 
     out, device = [], _device(model)
     for i in range(0, len(prefixes), batch_size):
         chunk = [torch.tensor([bos_id] + tokenizer.encode(p)) for p in prefixes[i:i + batch_size]]
-        ids, real = _left_padded(chunk, device)  # (B, P) each
+        ids, real = left_padded(chunk, device)  # (B, P) each
         result = generate(model, ids, max_new_tokens, eos_id=-1, prompt_mask=real)
         out += [tokenizer.decode(row.tolist()) for row in result.tokens[:, result.prompt_len:]]
     return out
@@ -115,7 +116,7 @@ def sampled_replies(model, template: ChatTemplate, conversations: Sequence, n: i
     out, device, generator = [], _device(model), torch.Generator().manual_seed(seed)
     per_batch = max(1, batch_size // n)  # whole conversations: batch_size rows when n divides it
     for i in range(0, len(prompts), per_batch):
-        ids, real = _left_padded(prompts[i:i + per_batch], device)  # (Q, P) each, then Q n rows
+        ids, real = left_padded(prompts[i:i + per_batch], device)  # (Q, P) each, then Q n rows
         result = generate(model, ids, max_new_tokens, processors=[Temperature(temperature)], do_sample=True,
                           generator=generator, eos_id=template.end_id, prompt_mask=real, num_return_sequences=n)
         out += [template.reply(row) for row in result.tokens[:, result.prompt_len:]]

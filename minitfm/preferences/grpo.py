@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 
 from minitfm._checks import check_choice, check_number, check_positive_int, check_tensor, check_token_ids
-from minitfm.data import pad_sequences
+from minitfm.finetuning.answering import left_padded
 from minitfm.finetuning.chat import ChatTemplate
 from minitfm.generation import generate
 from minitfm.generation.sampling import Temperature
@@ -227,11 +227,8 @@ def sample_groups(model, template: ChatTemplate, conversations: Sequence, group_
     check_number(seed, "seed", integer=True)
     if isinstance(conversations, (str, dict)) or not isinstance(conversations, Sequence) or not conversations:
         raise TypeError("conversations must be a non-empty list of conversations (lists of turns)")
-    rows = [template.render(c, add_generation_prompt=True).ids for c in conversations]
-    device = next(model.parameters()).device
-    lengths = torch.tensor([len(r) for r in rows], device=device)
-    prompt = pad_sequences(rows, 0, side="left").to(device)  # (N, P)
-    prompt_mask = torch.arange(prompt.shape[1], device=device)[None, :] >= (prompt.shape[1] - lengths)[:, None]
+    prompt, prompt_mask = left_padded([template.render(c, add_generation_prompt=True).ids for c in conversations],
+                                      next(model.parameters()).device)  # (N, P) each
     out = generate(model, prompt, max_new_tokens, processors=[Temperature(temperature)], do_sample=True,
                    generator=torch.Generator().manual_seed(seed), eos_id=template.end_id, prompt_mask=prompt_mask,
                    num_return_sequences=group_size)  # each prompt read once, its cache copied to its G rows
