@@ -241,6 +241,7 @@ from minitfm.generation import beam_search  # noqa: E402
 from minitfm.lm import prose  # noqa: E402
 from minitfm.lm.base_lm import base_lm_config  # noqa: E402
 from minitfm.lm.prose import byte_tokenizer  # noqa: E402
+from minitfm.preferences.grpo import sample_groups  # noqa: E402
 from minitfm.training import TrainConfig  # noqa: E402
 
 TOKENIZER = byte_tokenizer()
@@ -300,6 +301,8 @@ GENERATION = {
     "generate sampled": lambda lm: m.generate(lm, moved(PROMPT), 5, do_sample=True,
                                               generator=torch.Generator().manual_seed(0)).tokens,
     "generate no cache": lambda lm: m.generate(lm, moved(PROMPT), 3, use_cache=False).tokens,
+    "generate grouped": lambda lm: m.generate(lm, moved(PROMPT), 4, do_sample=True, num_return_sequences=2,
+                                              generator=torch.Generator().manual_seed(0)).tokens,
     "beam_search": lambda lm: beam_search(lm, moved(PROMPT), 4, num_beams=2).tokens,
     "greedy_decode": lambda lm: m.greedy_decode(lm, moved(PROMPT), 4),
 }
@@ -311,6 +314,7 @@ CHAT = {
     "completions": lambda lm: completions(lm, TOKENIZER, ["1 + 1 = ", "a"], 3, bos_id=256),
     "statement_recall": lambda lm: statement_recall(lm, TOKENIZER, "add", [dict(a=1, b=1, answer="2")], bos_id=256),
     "sampled_replies": lambda lm: sampled_replies(lm, TEMPLATE, QUESTIONS, 3, max_new_tokens=4, seed=3),
+    "sample_groups": lambda lm: sample_groups(lm, TEMPLATE, QUESTIONS, 3, max_new_tokens=4, seed=3).completion,
 }
 SCORERS = {
     "next_token_log_probs": lambda lm: E.next_token_log_probs(lm, [256, 72, 105, 33]),
