@@ -36,14 +36,16 @@ For each thread count the contenders run in interleaved rounds (the order revers
 It prints the median wall time of a step, the median CPU time of the process (less sensitive to other processes
 taking the cores, though not to their use of the caches), and the speed ratio reference time / minitfm time
 (above 1: minitfm is faster), also paired by round (the median of the rounds' ratios, which a drift of the load
-between rounds does not move; printed, not the verdict). Target (issue 46): minitfm (the fused layout) at least
+between rounds does not move, with a 95% bootstrap interval over the rounds; printed, not the verdict). A last line
+reads the intervals: minitfm ahead of, behind or level with the plain GPT, and no reading where the interval of
+``plainB`` against ``plain`` (two equal models) excludes 1.0. Target (issue 46): minitfm (the fused layout) at least
 1.0x the plain GPT on 1 and on 2 threads; ``minitfm3`` against ``plain3`` is printed beside it, not a target.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
+import random
 import statistics
 import sys
 import time
@@ -202,14 +204,28 @@ def run(threads: int, s: dict, rounds: int, steps: int, warmup: int, nanogpt: Pa
     return {c.name: c for c in contenders}
 
 
-def paired(mine: Contender, ref: Contender, steps: int) -> str:
-    """The median over rounds of ref's time / mine's time in the same round (wall, CPU): each round runs the two
-    within a second of each other, so a change of the machine's load between rounds cancels (not part of the
-    verdict, which the medians above decide)."""
-    def ratio(a, b):
-        rounds = range(len(a) // steps)
-        return statistics.median(sum(b[r * steps:(r + 1) * steps]) / sum(a[r * steps:(r + 1) * steps]) for r in rounds)
-    return f"{ratio(mine.times, ref.times):.3f}x (CPU {ratio(mine.cpu, ref.cpu):.3f}x)"
+def round_ratios(mine: list[float], ref: list[float], steps: int) -> list[float]:
+    """ref's time / mine's time in each round (the two run within a second of each other in a round)."""
+    return [sum(ref[r * steps:(r + 1) * steps]) / sum(mine[r * steps:(r + 1) * steps]) for r in range(len(mine) // steps)]
+
+
+def median_interval(ratios: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A 95% bootstrap interval (percentile method) of the median of ``ratios``: rounds resampled with
+    replacement, ``resamples`` times, from a seeded generator (the same interval for the same ratios)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def paired(mine: Contender, ref: Contender, steps: int) -> tuple[str, tuple[float, float]]:
+    """The median over rounds of ref's time / mine's time in the same round (wall, CPU), so that a change of the
+    machine's load between rounds cancels, with the wall ratio's 95% bootstrap interval; and that interval. Not part
+    of the target's verdict, which the medians above decide: the interval says whether a run can tell the two apart."""
+    wall, cpu = round_ratios(mine.times, ref.times, steps), round_ratios(mine.cpu, ref.cpu, steps)
+    low, high = median_interval(wall) if len(wall) > 1 else (wall[0], wall[0])
+    text = (f"{statistics.median(wall):.3f}x (95% interval {low:.3f}-{high:.3f}; "
+            f"CPU {statistics.median(cpu):.3f}x)")
+    return text, (low, high)
 
 
 def main(argv=None) -> int:
@@ -233,8 +249,9 @@ def main(argv=None) -> int:
     print(f"machine: {cpu_summary()}; {WAIT_POLICY}")
     print("shape: " + ", ".join(f"{k} {v}" for k, v in shape.items())
           + f"; forward + cross-entropy + backward + AdamW ({args.optimizer} implementation)")
-    verdicts = []
-    for threads in [int(t) for t in args.threads.split(",")]:
+    verdicts, readings = [], []
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    for threads in thread_counts:
         res = run(threads, shape, args.rounds, args.steps, args.warmup, args.nanogpt, args.optimizer)
         counts = {name: n_params(c.model) for name, c in res.items()}
         if len(set(counts.values())) != 1:
@@ -254,14 +271,26 @@ def main(argv=None) -> int:
         for mine, ref in pairs:
             ratio = med[ref] / med[mine]
             ok = ratio >= TARGET
+            text, (low, high) = paired(res[mine], res[ref], args.steps)
             if (mine, ref) == ("minitfm", "plain"):
                 verdicts.append(ok)
+                reading = "ahead of" if low > 1.0 else "behind" if high < 1.0 else "level with"
+            if (mine, ref) == ("plainB", "plain") and not low <= 1.0 <= high:  # equal models told apart
+                reading = None
             print(f"  {mine} speed / {ref} speed = {ratio:.3f}x  (target >= {TARGET}: "
                   f"{'met' if ok else 'missed'}{'' if (mine, ref) == ('minitfm', 'plain') else ', not the target'}); "
-                  f"in CPU time {cpu[ref] / cpu[mine]:.3f}x; paired by round {paired(res[mine], res[ref], args.steps)}")
+                  f"in CPU time {cpu[ref] / cpu[mine]:.3f}x; paired by round {text}")
+        readings.append(reading)
     print(f"\nverdict: target {'met' if all(verdicts) else 'missed'}: met on {sum(verdicts)} of {len(verdicts)} "
           f"thread counts (minitfm, fused_qkv=True, >= {TARGET}x the plain GPT; plainB / plain, two instances of the "
           "same model, shows how far apart noise and memory placement alone put two equal models)")
+    print("reading, not the target: minitfm is " + "; ".join(
+        f"{word or 'not comparable with'} the plain GPT on {t} thread{'s' * (t > 1)}"
+        + ("" if word else " (two instances of the plain GPT differ in this run)")
+        for word, t in zip(readings, thread_counts))
+          + " (ahead or behind: the 95% interval of the paired ratio excludes 1.0; level: it contains 1.0; read only "
+          "where plainB's interval against plain contains 1.0, since within one run memory placement alone can "
+          "separate two equal models)")
     return 0
 
 
