@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import random
 import statistics
 import sys
 import time
@@ -53,12 +52,14 @@ from pathlib import Path
 
 from _openmp import WAIT_POLICY  # noqa: E402  (sets OMP_WAIT_POLICY before torch starts OpenMP)
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from minitfm import DecoderOnlyLM, ModelConfig  # noqa: E402
 from minitfm.device import cpu_summary  # noqa: E402
+from minitfm.evaluation import bootstrap_interval  # noqa: E402
 
 SHAPE = dict(block_size=64, batch=12, n_layer=4, n_head=4, n_embd=128, vocab=65)  # shakespeare_char on a CPU
 SMOKE_SHAPE = dict(block_size=16, batch=2, n_layer=1, n_head=2, n_embd=32, vocab=65)
@@ -209,23 +210,24 @@ def round_ratios(mine: list[float], ref: list[float], steps: int) -> list[float]
     return [sum(ref[r * steps:(r + 1) * steps]) / sum(mine[r * steps:(r + 1) * steps]) for r in range(len(mine) // steps)]
 
 
-def median_interval(ratios: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """A 95% bootstrap interval (percentile method) of the median of ``ratios``: rounds resampled with
-    replacement, ``resamples`` times, from a seeded generator (the same interval for the same ratios)."""
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-
-
 def paired(mine: Contender, ref: Contender, steps: int) -> tuple[str, tuple[float, float]]:
     """The median over rounds of ref's time / mine's time in the same round (wall, CPU), so that a change of the
-    machine's load between rounds cancels, with the wall ratio's 95% bootstrap interval; and that interval. Not part
-    of the target's verdict, which the medians above decide: the interval says whether a run can tell the two apart."""
+    machine's load between rounds cancels, with the wall ratio's 95% bootstrap interval (the rounds resampled:
+    chapter 14's ``bootstrap_interval``); and that interval. Not part of the target's verdict, which the medians
+    above decide: the interval says whether a run can tell the two apart."""
     wall, cpu = round_ratios(mine.times, ref.times, steps), round_ratios(mine.cpu, ref.cpu, steps)
-    low, high = median_interval(wall) if len(wall) > 1 else (wall[0], wall[0])
-    text = (f"{statistics.median(wall):.3f}x (95% interval {low:.3f}-{high:.3f}; "
-            f"CPU {statistics.median(cpu):.3f}x)")
-    return text, (low, high)
+    low, high = bootstrap_interval(wall, np.median, rng=0)
+    return f"{np.median(wall):.3f}x (95% interval {low:.3f}-{high:.3f}; CPU {np.median(cpu):.3f}x)", (low, high)
+
+
+def reading(minitfm: tuple[float, float], plain_b: tuple[float, float], threads: int) -> str:
+    """What the paired intervals say of minitfm against the plain GPT on ``threads`` threads: ahead of, behind or
+    level with it, or not comparable where the interval of two instances of the plain GPT (``plain_b``) excludes
+    1.0."""
+    on = f"the plain GPT on {threads} thread{'s' * (threads > 1)}"
+    if not plain_b[0] <= 1.0 <= plain_b[1]:
+        return f"not comparable with {on} (two instances of the plain GPT differ in this run)"
+    return f"{'ahead of' if minitfm[0] > 1.0 else 'behind' if minitfm[1] < 1.0 else 'level with'} {on}"
 
 
 def main(argv=None) -> int:
@@ -250,8 +252,7 @@ def main(argv=None) -> int:
     print("shape: " + ", ".join(f"{k} {v}" for k, v in shape.items())
           + f"; forward + cross-entropy + backward + AdamW ({args.optimizer} implementation)")
     verdicts, readings = [], []
-    thread_counts = [int(t) for t in args.threads.split(",")]
-    for threads in thread_counts:
+    for threads in [int(t) for t in args.threads.split(",")]:
         res = run(threads, shape, args.rounds, args.steps, args.warmup, args.nanogpt, args.optimizer)
         counts = {name: n_params(c.model) for name, c in res.items()}
         if len(set(counts.values())) != 1:
@@ -268,26 +269,21 @@ def main(argv=None) -> int:
                   f"CPU time {cpu[name] * 1e3:7.2f} ms/step")
         pairs = [("minitfm", ref) for ref in med if not ref.startswith(("minitfm", "plainB"))] + \
             [("minitfm3", "plain3"), ("plainB", "plain")]
+        intervals = {}
         for mine, ref in pairs:
             ratio = med[ref] / med[mine]
             ok = ratio >= TARGET
-            text, (low, high) = paired(res[mine], res[ref], args.steps)
+            text, intervals[mine, ref] = paired(res[mine], res[ref], args.steps)
             if (mine, ref) == ("minitfm", "plain"):
                 verdicts.append(ok)
-                reading = "ahead of" if low > 1.0 else "behind" if high < 1.0 else "level with"
-            if (mine, ref) == ("plainB", "plain") and not low <= 1.0 <= high:  # equal models told apart
-                reading = None
             print(f"  {mine} speed / {ref} speed = {ratio:.3f}x  (target >= {TARGET}: "
                   f"{'met' if ok else 'missed'}{'' if (mine, ref) == ('minitfm', 'plain') else ', not the target'}); "
                   f"in CPU time {cpu[ref] / cpu[mine]:.3f}x; paired by round {text}")
-        readings.append(reading)
+        readings.append(reading(intervals["minitfm", "plain"], intervals["plainB", "plain"], threads))
     print(f"\nverdict: target {'met' if all(verdicts) else 'missed'}: met on {sum(verdicts)} of {len(verdicts)} "
           f"thread counts (minitfm, fused_qkv=True, >= {TARGET}x the plain GPT; plainB / plain, two instances of the "
           "same model, shows how far apart noise and memory placement alone put two equal models)")
-    print("reading, not the target: minitfm is " + "; ".join(
-        f"{word or 'not comparable with'} the plain GPT on {t} thread{'s' * (t > 1)}"
-        + ("" if word else " (two instances of the plain GPT differ in this run)")
-        for word, t in zip(readings, thread_counts))
+    print("reading, not the target: minitfm is " + "; ".join(readings)
           + " (ahead or behind: the 95% interval of the paired ratio excludes 1.0; level: it contains 1.0; read only "
           "where plainB's interval against plain contains 1.0, since within one run memory placement alone can "
           "separate two equal models)")
